@@ -1,0 +1,20 @@
+# Reproduction pipeline for 19 ICML 2026 papers: one rule chain per paper, one HTML report.
+# Main command (README): snakemake --cores all   -> report/report-<scale>.html
+# The logic lives in the `icmlrepro` package (workflow/icmlrepro); rules only call it.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/lec.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        REPORT_HTML,

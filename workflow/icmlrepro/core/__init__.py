@@ -1,0 +1,1 @@
+"""Shared machinery every paper uses: config, seeding, io, metrics, claims, verdicts, report."""

@@ -1,0 +1,102 @@
+"""Command-line entry of the pipeline: every Snakemake rule calls ``icmlrepro stage ...``.
+
+``icmlrepro stage <paper>.<stage> --spec JSON`` imports ``icmlrepro.papers.<paper>.<stage>``
+and calls its ``run(job)``. The spec carries the rule's named inputs, outputs, params, wildcards
+and threads, so the stage never reads the config file itself: what Snakemake tracks as params
+is exactly what the stage sees. Before the stage runs, threads are limited, hub libraries are set
+offline and outbound network is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .offline import install_network_guard
+from .seeding import set_threads
+
+log = logging.getLogger("icmlrepro")
+
+
+class Named(dict):
+    """A dict whose keys read as attributes (``job.output.metrics``), like Snakemake's namedlists."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"no entry named {key!r} (have: {', '.join(self)})") from None
+
+
+@dataclass
+class Job:
+    rule: str
+    input: Named = field(default_factory=Named)
+    output: Named = field(default_factory=Named)
+    params: Named = field(default_factory=Named)
+    wildcards: Named = field(default_factory=Named)
+    threads: int = 1
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "Job":
+        return cls(spec.get("rule", "?"), *(Named(spec.get(k) or {}) for k in
+                                            ("input", "output", "params", "wildcards")),
+                   int(spec.get("threads", 1)))
+
+
+def _fault_injection(stage: str) -> None:
+    """Test hook: ``ICMLREPRO_FAULT_SLEEP=<paper.stage>:<seconds>`` stalls that stage after it wrote
+    its outputs and before it exits, the worst moment for a kill (outputs on disk, job unfinished).
+
+    Used by the tests that kill a running pipeline; it has no effect unless the variable is set.
+    """
+    spec = os.environ.get("ICMLREPRO_FAULT_SLEEP", "")
+    if spec.partition(":")[0] == stage:
+        time.sleep(float(spec.partition(":")[2] or 60))
+
+
+def run_stage(stage: str, spec: dict) -> None:
+    paper, _, name = stage.partition(".")
+    module = importlib.import_module(f"icmlrepro.papers.{paper}.{name}")
+    job = Job.from_spec(spec)
+    set_threads(job.threads)
+    install_network_guard()
+    log.info("stage %s: network guard on, %d thread(s)", stage, job.threads)
+    t0 = time.perf_counter()
+    module.run(job)
+    _fault_injection(stage)
+    log.info("stage %s done in %.2f s", stage, time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="icmlrepro", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("stage", help="run one pipeline stage (what a Snakemake rule calls)")
+    st.add_argument("stage", help="<paper>.<stage>, e.g. lec.train")
+    st.add_argument("--spec", required=True, help="JSON: input, output, params, wildcards, threads")
+    rp = sub.add_parser("report", help="render the HTML report")
+    rp.add_argument("--spec", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    spec = json.loads(args.spec)
+    if args.command == "stage":
+        run_stage(args.stage, spec)
+    else:
+        from .report import run as run_report
+
+        job = Job.from_spec(spec)
+        install_network_guard()
+        run_report(job)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

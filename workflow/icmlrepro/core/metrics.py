@@ -1,0 +1,155 @@
+"""The metrics contract (``results/<scale>/<paper>/metrics.json``) and its aggregation.
+
+A paper's evaluation records every metric as its per-replicate values (one per seed, never only
+a mean), with unit, the better direction and whether it is a timing. Timings are the only values
+allowed to differ between two identical runs. Aggregation into a mean and a confidence interval
+lives here, once, so that every verdict in the report is computed the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+from scipy import stats
+
+from .io import read_json, write_json
+
+CONTRACT_VERSION = 1
+DIRECTIONS = ("higher", "lower", "none")
+
+
+class MetricsError(ValueError):
+    """metrics.json breaks the contract, or a claim asks for a metric it does not hold."""
+
+
+@dataclass
+class Metric:
+    values: list[float]
+    unit: str = ""
+    direction: str = "none"
+    timing: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        self.values = [float(v) for v in self.values]
+        if self.direction not in DIRECTIONS:
+            raise MetricsError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+
+
+@dataclass
+class MetricsFile:
+    """Everything one paper measured at one scale."""
+
+    paper: str
+    scale: str
+    replicate: str = "seed"  # what one value of a metric stands for
+    replicates: list = field(default_factory=list)  # e.g. the seeds, in value order
+    metrics: dict[str, Metric] = field(default_factory=dict)
+
+    def add(self, name: str, values: Iterable[float], **kw) -> None:
+        if name in self.metrics:
+            raise MetricsError(f"{self.paper}: metric {name!r} recorded twice")
+        self.metrics[name] = Metric(list(values), **kw)
+
+    def to_dict(self) -> dict:
+        return {
+            "contract": CONTRACT_VERSION,
+            "paper": self.paper,
+            "scale": self.scale,
+            "replicate": self.replicate,
+            "replicates": list(self.replicates),
+            "metrics": {
+                k: {"values": m.values, "unit": m.unit, "direction": m.direction,
+                    "timing": m.timing, "description": m.description}
+                for k, m in sorted(self.metrics.items())
+            },
+        }
+
+    def write(self, path: str | Path) -> None:
+        write_json(path, self.to_dict())
+
+    def get(self, name: str) -> Metric:
+        try:
+            return self.metrics[name]
+        except KeyError:
+            raise MetricsError(
+                f"paper {self.paper!r}: metric {name!r} is not in metrics.json "
+                f"(it has {len(self.metrics)} metrics; the claims file and the evaluation disagree)"
+            ) from None
+
+
+def _to_float(v) -> float:
+    if v is None:
+        return math.nan
+    return float(v)  # also parses "inf"/"-inf" written by write_json
+
+
+def load_metrics(path: str | Path) -> MetricsFile:
+    raw = read_json(path)
+    try:
+        if raw.get("contract") != CONTRACT_VERSION:
+            raise MetricsError(f"unknown contract version {raw.get('contract')!r}")
+        mf = MetricsFile(raw["paper"], raw["scale"], raw.get("replicate", "seed"), raw.get("replicates", []))
+        for name, m in raw["metrics"].items():
+            mf.metrics[name] = Metric(
+                [_to_float(v) for v in m["values"]], m.get("unit", ""), m.get("direction", "none"),
+                bool(m.get("timing", False)), m.get("description", ""),
+            )
+    except (KeyError, TypeError, AttributeError, MetricsError) as exc:
+        raise MetricsError(f"{path}: does not follow the metrics contract ({exc})") from exc
+    return mf
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and confidence interval of one metric over replicates."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+    n_nan: int
+    method: str
+
+    @property
+    def half_width(self) -> float:
+        return (self.hi - self.lo) / 2
+
+
+def summarize(values: Iterable[float], level: float = 0.95, method: str = "t",
+              n_boot: int = 2000, seed: int = 0) -> Summary:
+    """Mean and a two-sided ``level`` CI over replicates.
+
+    ``method="t"``: Student-t interval; ``"bootstrap"``: percentile bootstrap (deterministic seed).
+    One finite value gives a zero-width interval (method ``"single"``): the report flags it,
+    since no spread can be estimated. NaN values are counted and left out; all-NaN gives NaN.
+    """
+    arr = np.asarray(list(values), dtype=float)
+    nan = int(np.isnan(arr).sum())
+    arr = arr[~np.isnan(arr)]
+    n = int(arr.size)
+    if n == 0:
+        return Summary(math.nan, math.nan, math.nan, 0, nan, "none")
+    mean = float(arr.mean())
+    if n == 1:
+        return Summary(mean, mean, mean, 1, nan, "single")
+    sd = float(arr.std(ddof=1))
+    if sd == 0.0 or not math.isfinite(sd):
+        return Summary(mean, mean, mean, n, nan, method)
+    if method == "t":
+        half = float(stats.t.ppf(0.5 + level / 2, df=n - 1)) * sd / math.sqrt(n)
+        return Summary(mean, mean - half, mean + half, n, nan, "t")
+    if method == "bootstrap":
+        rng = np.random.default_rng(seed)
+        means = arr[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
+        lo, hi = np.quantile(means, [(1 - level) / 2, 0.5 + level / 2])
+        return Summary(mean, float(lo), float(hi), n, nan, "bootstrap")
+    raise ValueError(f"unknown CI method {method!r} (allowed: t, bootstrap)")
+
+
+def summaries(mf: MetricsFile, names: Iterable[str], **kw) -> Mapping[str, Summary]:
+    return {n: summarize(mf.get(n).values, **kw) for n in names}

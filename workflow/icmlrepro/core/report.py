@@ -1,0 +1,121 @@
+"""The HTML report: claims beside measured numbers, with computed verdicts, figures and provenance.
+
+One self-contained file per scale (figures embedded as data URIs, no scripts, no network),
+rendered with jinja2 with autoescaping. It covers every paper of the claims registry; papers
+that were not configured or have no metrics yet show every claim as ``not run``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from . import verdicts as V
+from .claims import PaperClaims, load_all_claims
+from .io import atomic_path
+from .metrics import MetricsFile, load_metrics
+from .paths import repo_root
+from .provenance import collect
+
+
+@dataclass
+class PaperSection:
+    claims: PaperClaims
+    results: list[V.ClaimResult]
+    status: str  # "run" | "not configured" | "not implemented"
+    figures: list[dict] = field(default_factory=list)
+    benchmarks: list[dict] = field(default_factory=list)
+    seeds: list = field(default_factory=list)
+    replicate: str = "seed"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {v: 0 for v in V.VERDICTS}
+        for r in self.results:
+            out[r.verdict] += 1
+        return out
+
+
+def fmt(x: float, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "NaN"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:.{digits}g}"
+
+
+def verdict_class(verdict: str) -> str:
+    return "v-" + verdict.replace(" ", "-")
+
+
+def read_benchmarks(results_dir: Path, paper: str) -> list[dict]:
+    """Per-job wall time and peak memory from Snakemake's ``benchmark:`` files."""
+    rows = []
+    base = results_dir / paper / "benchmarks"
+    for f in sorted(base.rglob("*.tsv")):
+        try:
+            df = pd.read_csv(f, sep="\t")
+        except Exception:  # a benchmark file is informative only; an unreadable one is shown as such
+            rows.append({"job": str(f.relative_to(base)), "s": "unreadable", "max_rss": ""})
+            continue
+        rows.append({"job": str(f.relative_to(base).with_suffix("")),
+                     "s": fmt(float(df["s"].iloc[-1]), 3),
+                     "max_rss": fmt(float(df["max_rss"].iloc[-1]), 4) if "max_rss" in df else ""})
+    return rows
+
+
+def figure_entry(path: Path) -> dict:
+    data = path.read_bytes()
+    return {"name": path.stem.replace("_", " "), "file": path.name,
+            "src": "data:image/png;base64," + base64.b64encode(data).decode()}
+
+
+def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Path,
+                   ci_level: float, ci_method: str, claims_dir: Path | None = None) -> list[PaperSection]:
+    sections = []
+    for paper, pc in load_all_claims(claims_dir).items():
+        metrics_path = inputs.get(f"{paper}__metrics")
+        metrics: MetricsFile | None = load_metrics(metrics_path) if metrics_path else None
+        if metrics is not None and (metrics.paper != paper or metrics.scale != scale):
+            raise ValueError(
+                f"{metrics_path}: holds paper {metrics.paper!r} at scale {metrics.scale!r}, "
+                f"expected {paper!r} at {scale!r}")
+        status = "run" if metrics else ("not configured" if paper not in papers else "not implemented")
+        sec = PaperSection(pc, V.judge_paper(pc, metrics, level=ci_level, method=ci_method), status)
+        if metrics:
+            figs = sorted(k for k in inputs if k.startswith(f"{paper}__figure"))
+            sec.figures = [figure_entry(Path(inputs[k])) for k in figs]
+            sec.benchmarks = read_benchmarks(results_dir, paper)
+            sec.seeds = metrics.replicates
+            sec.replicate = metrics.replicate
+        sections.append(sec)
+    return sections
+
+
+def render(sections: list[PaperSection], scale: str, provenance: dict, template: Path, ci_level: float,
+           ci_method: str) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template.parent)),
+                             autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["fmt"] = fmt
+    env.filters["vclass"] = verdict_class
+    totals = {v: sum(s.counts[v] for s in sections) for v in V.VERDICTS}
+    return env.get_template(template.name).render(
+        sections=sections, scale=scale, prov=provenance, verdicts=V.VERDICTS, totals=totals,
+        ci_level=ci_level, ci_method=ci_method)
+
+
+def run(job) -> None:
+    p = job.params
+    cfg = p["config"]
+    ci_level, ci_method = cfg["verdicts"]["ci_level"], cfg["verdicts"]["ci_method"]
+    sections = build_sections(p["scale"], p["papers"], dict(job.input), Path(p["results_dir"]),
+                              ci_level, ci_method)
+    html = render(sections, p["scale"], collect(repo_root(), cfg), Path(p["template"]), ci_level, ci_method)
+    with atomic_path(job.output.html) as tmp:
+        tmp.write_text(html)

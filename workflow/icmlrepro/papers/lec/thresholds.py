@@ -1,0 +1,198 @@
+"""Acceptance thresholds: LEC and the baselines it is compared with.
+
+Every method takes calibration uncertainty scores ``u`` (lower = more confident) and error
+indicators ``err`` (1 = the prediction is wrong) and returns a threshold ``lam``: a test
+prediction is accepted when its uncertainty is ``<= lam``. ``-inf`` means abstain on everything.
+
+Guarantee types differ, and the report says so: LEC bounds the selection-conditioned risk
+P(err = 1 | accepted) in expectation over calibration draws; UCB, SGR and Learn-then-Test bound
+it with probability at least 1 - delta over the calibration draw.
+
+Derivation of LEC's finite-sample condition (our own, see tests/test_lec_thresholds.py).
+Let S(lam) = 1{u <= lam}, Z(lam) = S(lam) * err. For the risk among accepted,
+P(err=1 | S=1) = E[Z] / E[S] <= alpha  <=>  E[Z - alpha S] <= 0 (when E[S] > 0).
+Write F_n(lam) = sum_{i<=n} (Z_i - alpha S_i) over the calibration set. One more point changes
+F by at most (1 - alpha), so F_n(lam) <= -(1 - alpha) implies F_{n+1}(lam) <= 0 on calibration
+plus test: the constraint holds on the enlarged sample whatever the test point is. The paper's
+note uses the constant 1 instead of 1 - alpha; 1 >= 1 - alpha, so it is the (slightly) more
+conservative of the two and is our default (``margin``). The per-point term is not monotone in
+lam (an accepted correct answer lowers F, an accepted error raises it), so the feasible set
+{lam : F_n(lam) <= -margin} can have gaps; LEC takes its largest element, which maximises
+retention among feasible thresholds. Because lam-hat depends on the calibration set only (it is
+not a symmetric function of calibration plus test), the implication above does not by itself
+give a distribution-free bound: the tests exhibit a finite exchangeable population on which the
+largest-feasible rule is violated for any constant. On continuous i.i.d. scores the
+empirical risk stays below alpha (tests and the pipeline's synthetic check measure it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+ABSTAIN = -math.inf
+
+
+class Calibration:
+    """Calibration scores sorted once, with prefix counts at every valid cut.
+
+    A threshold at a score accepts every calibration point with that score or lower, so only the
+    last index of each group of equal scores is a valid cut. All methods below read these
+    arrays, so one sort serves every method and every alpha.
+    """
+
+    def __init__(self, u, err, _sorted: bool = False):
+        u = np.asarray(u, dtype=float)
+        err = np.asarray(err, dtype=float)
+        if _sorted:
+            us, es = u, err
+        else:
+            order = np.argsort(u, kind="stable")
+            us, es = u[order], err[order]
+        last = np.r_[us[1:] != us[:-1], True] if len(us) else np.zeros(0, bool)
+        self.n = len(us)
+        self.cut = us[last]
+        self.n_acc = np.arange(1, len(us) + 1)[last]
+        self.n_err = np.cumsum(es)[last]
+
+    @classmethod
+    def presorted(cls, u, err) -> "Calibration":
+        """Skip the sort when ``u`` is already ascending (the routing search's subsets)."""
+        return cls(u, err, _sorted=True)
+
+    def largest(self, ok) -> float:
+        idx = np.nonzero(ok)[0]
+        return float(self.cut[idx[-1]]) if idx.size else ABSTAIN
+
+    def lec(self, alpha: float, margin: float = 1.0) -> float:
+        return self.largest(self.n_err - alpha * self.n_acc <= -margin + 1e-12)
+
+    def ucb(self, alpha: float, delta: float, bound: str = "hoeffding") -> float:
+        if bound == "hoeffding":
+            ucb = hoeffding_ucb(self.n_err, self.n_acc, delta)
+        elif bound == "clopper_pearson":
+            ucb = clopper_pearson_ucb(self.n_err, self.n_acc, delta)
+        else:
+            raise ValueError(f"unknown bound {bound!r}")
+        return self.largest(ucb <= alpha)
+
+    def sgr(self, alpha: float, delta: float) -> float:
+        m = len(self.cut)
+        if m == 0:
+            return ABSTAIN
+        steps = max(1, math.ceil(math.log2(m)))
+        bounds = clopper_pearson_ucb(self.n_err, self.n_acc, delta / steps)
+        lo, hi, best = 0, m - 1, ABSTAIN
+        while lo <= hi:
+            mid = (lo + hi + 1) // 2
+            if bounds[mid] <= alpha:
+                best, lo = float(self.cut[mid]), mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def ltt(self, alpha: float, delta: float, grid: int = 50) -> float:
+        if self.n == 0:
+            return ABSTAIN
+        # Fewer than n_min accepted points can never reject H0 (even with no errors,
+        # P(Binom(n, alpha) <= 0) = (1 - alpha)^n > delta), so the sequence starts there; the
+        # start depends on alpha and delta only, never on the labels.
+        n_min = min(self.n, math.ceil(math.log(delta) / math.log1p(-alpha)))
+        targets = np.unique(np.ceil(np.linspace(n_min, self.n, grid)))
+        j = np.minimum(np.searchsorted(self.n_acc, targets), len(self.cut) - 1)
+        p = stats.binom.cdf(self.n_err[j], self.n_acc[j], alpha)
+        fails = np.nonzero(p > delta)[0]
+        stop = fails[0] if fails.size else len(j)
+        return float(self.cut[j[stop - 1]]) if stop > 0 else ABSTAIN
+
+
+def hoeffding_ucb(n_err, n_acc, delta: float):
+    return n_err / n_acc + np.sqrt(np.log(1 / delta) / (2 * n_acc))
+
+
+def clopper_pearson_ucb(n_err, n_acc, delta: float):
+    """One-sided (1 - delta) Clopper-Pearson upper bound of a binomial proportion."""
+    n_err = np.asarray(n_err, dtype=float)
+    n_acc = np.asarray(n_acc, dtype=float)
+    with np.errstate(invalid="ignore"):
+        ub = stats.beta.ppf(1 - delta, n_err + 1, np.maximum(n_acc - n_err, 1e-12))
+    return np.where(n_err >= n_acc, 1.0, ub)
+
+
+def lec_threshold(u, err, alpha: float, margin: float = 1.0) -> float:
+    """LEC's retention-maximising threshold under the linear expectation constraint.
+
+    Returns the largest calibration score ``lam`` with
+    ``sum_{i: u_i <= lam} (err_i - alpha) <= -margin`` (the finite-sample sufficient condition;
+    ``margin=1`` as in the paper's note, ``1 - alpha`` is the tight constant of the derivation
+    in this module's docstring), or ``-inf`` (abstain on everything) when no score is feasible.
+    """
+    return Calibration(u, err).lec(alpha, margin)
+
+
+def ucb_threshold(u, err, alpha: float, delta: float, bound: str = "hoeffding") -> float:
+    """Largest threshold whose upper confidence bound on the selective risk is <= alpha.
+
+    ``bound`` is ``"hoeffding"`` (UCB-HFD) or ``"clopper_pearson"`` (UCB-CLP). As in the
+    baselines the paper compares with, the bound is applied at each candidate threshold without a
+    multiplicity correction.
+    """
+    return Calibration(u, err).ucb(alpha, delta, bound)
+
+
+def sgr_threshold(u, err, alpha: float, delta: float) -> float:
+    """Selection with Guaranteed Risk (Geifman and El-Yaniv, 2017).
+
+    Binary search over the sorted calibration cuts; each test uses the binomial-tail
+    (Clopper-Pearson) bound at confidence delta / ceil(log2 m) (Bonferroni over the search
+    steps). Returns the last threshold whose bound was <= alpha.
+    """
+    return Calibration(u, err).sgr(alpha, delta)
+
+
+def ltt_threshold(u, err, alpha: float, delta: float, grid: int = 50) -> float:
+    """Learn-then-Test with fixed-sequence testing (Angelopoulos et al., 2021).
+
+    Candidates: ``grid`` calibration cuts at evenly spaced acceptance counts from n_min (the least
+    count at which H0 could be rejected at all, ceil(log delta / log(1 - alpha))) to n, tested in
+    that order (least to most accepting) with the binomial p-value of H0: risk > alpha given the
+    number accepted; the sequence stops at the first non-rejection and the last rejected
+    threshold is returned.
+    """
+    return Calibration(u, err).ltt(alpha, delta, grid)
+
+
+def routing_thresholds(ua, ea, ub, eb, alpha: float, margin: float = 1.0, grid: int = 41):
+    """LEC for a two-model routing system: maximise system acceptance under one joint constraint.
+
+    The primary model answers when ``ua <= lam_a``; otherwise the input goes to the secondary
+    model, which answers when ``ub <= lam_b``. System indicators: S = S_a + S_b,
+    Z = S_a err_a + S_b err_b, and the constraint is sum_i (Z_i - alpha S_i) <= -margin on the
+    calibration set. For each primary candidate (``grid`` quantiles of ``ua`` plus abstain), the
+    best secondary threshold is the largest feasible one on the routed points (acceptance grows
+    with lam_b); the pair with the highest total acceptance wins (ties: the smaller lam_a).
+    Returns ``(lam_a, lam_b)``; ``(-inf, -inf)`` when nothing is feasible.
+    """
+    ua, ea, ub, eb = (np.asarray(x, dtype=float) for x in (ua, ea, ub, eb))
+    order = np.argsort(ub, kind="stable")  # sort once; each routed subset stays sorted
+    ua_s, ea_s, ub_s, eb_s = ua[order], ea[order], ub[order], eb[order]
+    cands = np.unique(np.r_[ABSTAIN, np.quantile(ua, np.linspace(0, 1, grid))]) if len(ua) else [ABSTAIN]
+    best = (-1, ABSTAIN, ABSTAIN)
+    for lam_a in cands:
+        acc_a = ua_s <= lam_a
+        base = float(ea_s[acc_a].sum() - alpha * acc_a.sum())
+        sub = Calibration.presorted(ub_s[~acc_a], eb_s[~acc_a])
+        lam_b = sub.lec(alpha, margin + base)
+        if lam_b == ABSTAIN and not base <= -margin + 1e-12:
+            continue  # neither the primary alone nor any secondary cut is feasible
+        total = int(acc_a.sum() + (sub.n_acc[sub.cut <= lam_b][-1] if lam_b != ABSTAIN else 0))
+        if total > best[0]:
+            best = (total, float(lam_a), float(lam_b))
+    return best[1], best[2]
+
+
+def naive_routing_thresholds(ua, ea, ub, eb, alpha: float, margin: float = 1.0):
+    """Each model calibrated on its own with LEC, ignoring that the secondary only sees routed inputs."""
+    return lec_threshold(ua, ea, alpha, margin), lec_threshold(ub, eb, alpha, margin)
