@@ -16,8 +16,15 @@ try:
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}") from None
 
-# Jobs inherit these: hub libraries offline, headless plots.
+# Jobs inherit these: hub libraries offline, headless plots, and the `python` of the environment
+# that runs Snakemake first on PATH (also when the virtual environment is not activated).
 os.environ.update(OFFLINE_ENV)
+envvars:
+    "PATH",
+
+
+_path = os.environ["PATH"]
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), _path])
 
 SCALE = config["scale"]
 PAPERS = list(config["papers"])
@@ -29,38 +36,64 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-def res(scale, paper, *parts):
-    """Path under results/<scale>/<paper>/."""
-    return "/".join(["results", scale, paper, *parts])
+def paths_spec(wildcards, input, output, threads):
+    """The job's named inputs/outputs, wildcards and threads as JSON (``--spec`` of a stage)."""
+    return json.dumps(
+        {
+            "input": dict(input.items()),
+            "output": dict(output.items()),
+            "wildcards": dict(wildcards.items()),
+            "threads": threads,
+        },
+        sort_keys=True,
+    )
 
 
-def seeds_of(paper, scale):
-    return paper_settings(config, paper, scale)["seeds"]
+def settings_of(paper, *keys):
+    """The paper's settings at the job's scale as JSON (``--settings`` of a stage).
 
-
-def stage_spec(paper):
-    """The ``--spec`` JSON a stage receives: named inputs/outputs, wildcards, threads, settings.
-
-    Built per job by Snakemake (a params function), so a change of settings reruns the job.
+    ``keys`` limits them to what the stage reads, so that changing, say, the risk levels does
+    not retrain models. A params function of wildcards only, so Snakemake records it and a
+    change of these settings reruns the job (params derived from input/output are not tracked).
     """
 
-    def spec(wildcards, input, output, threads):
-        return json.dumps(
-            {
-                "input": dict(input.items()),
-                "output": dict(output.items()),
-                "wildcards": dict(wildcards.items()),
-                "threads": threads,
-                "params": paper_settings(config, paper, wildcards.scale),
-            },
-            sort_keys=True,
-        )
+    def settings(wildcards):
+        block = paper_settings(config, paper, wildcards.scale)
+        if keys:
+            block = {k: block[k] for k in ("scale", *keys)}
+        return json.dumps(block, sort_keys=True)
 
-    return spec
+    return settings
 
 
-STAGE = "python -m icmlrepro stage {params.stage} --spec {params.spec:q} > {log} 2>&1"
+STAGE = "python -m icmlrepro stage {params.stage} --spec {params.spec:q} --settings {params.settings:q} > {log} 2>&1"
 
 # Each paper's .smk registers what the report reads from it: {"metrics": pattern, "figures": [patterns]}
 # (patterns with {scale}). Papers missing here show as "not run".
 PAPER_OUTPUTS = {}
+
+
+def report_inputs(wildcards):
+    """Metrics and figures of every configured paper that has rules; the rest show as not run."""
+    inputs = {}
+    for paper in PAPERS:
+        outs = PAPER_OUTPUTS.get(paper)
+        if outs is None:
+            continue
+        inputs[f"{paper}__metrics"] = expand(outs["metrics"], scale=wildcards.scale)[0]
+        for i, fig in enumerate(outs["figures"]):
+            inputs[f"{paper}__figure{i}"] = expand(fig, scale=wildcards.scale)[0]
+    return inputs
+
+
+def report_settings(wildcards):
+    return json.dumps(
+        {
+            "scale": wildcards.scale,
+            "papers": PAPERS,
+            "config": config,
+            "template": "report/templates/report.html.j2",
+            "results_dir": str(Path("results") / wildcards.scale),
+        },
+        sort_keys=True,
+    )

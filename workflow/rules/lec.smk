@@ -1,14 +1,6 @@
 # LEC: selection-conditioned risk control (resources/claims/lec.yaml).
 # lec_data -> lec_train (model x seed) -> lec_eval -> lec_figures
-
-
-def lec_predictions(wildcards):
-    p = paper_settings(config, "lec", wildcards.scale)
-    return {
-        f"{m}_seed{s}": res(wildcards.scale, "lec", "train", m, f"seed{s}", "predictions.parquet")
-        for m in p["models"]
-        for s in p["seeds"]
-    }
+from icmlrepro.papers.lec.workflow_inputs import lec_prediction_files
 
 
 rule lec_data:
@@ -16,7 +8,8 @@ rule lec_data:
         table="results/{scale}/lec/data/digits.parquet",
     params:
         stage="lec.data",
-        spec=stage_spec("lec"),
+        spec=paths_spec,
+        settings=settings_of("lec", "scale"),
     log:
         "results/{scale}/lec/logs/lec_data.log",
     benchmark:
@@ -38,7 +31,8 @@ rule lec_train:
         predictions="results/{scale}/lec/train/{model}/seed{seed}/predictions.parquet",
     params:
         stage="lec.train",
-        spec=stage_spec("lec"),
+        spec=paths_spec,
+        settings=settings_of("lec", "train_fraction", "mlp_epochs"),
     log:
         "results/{scale}/lec/logs/lec_train/{model}-seed{seed}.log",
     benchmark:
@@ -57,7 +51,7 @@ rule lec_train:
 
 rule lec_eval:
     input:
-        unpack(lec_predictions),
+        unpack(lambda wildcards: lec_prediction_files(paper_settings(config, "lec", wildcards.scale))),
     output:
         metrics="results/{scale}/lec/metrics.json",
         splits="results/{scale}/lec/eval/splits.parquet",
@@ -65,7 +59,8 @@ rule lec_eval:
         synthetic="results/{scale}/lec/eval/synthetic.parquet",
     params:
         stage="lec.evaluate",
-        spec=stage_spec("lec"),
+        spec=paths_spec,
+        settings=settings_of("lec"),
     log:
         "results/{scale}/lec/logs/lec_eval.log",
     benchmark:
@@ -91,7 +86,8 @@ rule lec_figures:
         synthetic=report("results/{scale}/lec/figures/synthetic_risk.png", caption="../../report/captions/lec.rst", category="lec"),
     params:
         stage="lec.figures",
-        spec=stage_spec("lec"),
+        spec=paths_spec,
+        settings=settings_of("lec", "routing"),
     log:
         "results/{scale}/lec/logs/lec_figures.log",
     benchmark:

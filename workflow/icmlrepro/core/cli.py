@@ -1,9 +1,9 @@
 """Command-line entry of the pipeline: every Snakemake rule calls ``icmlrepro stage ...``.
 
 ``icmlrepro stage <paper>.<stage> --spec JSON`` imports ``icmlrepro.papers.<paper>.<stage>``
-and calls its ``run(job)``. The spec carries the rule's named inputs, outputs, params, wildcards
-and threads, so the stage never reads the config file itself: what Snakemake tracks as params
-is exactly what the stage sees. Before the stage runs, threads are limited, hub libraries are set
+and calls its ``run(job)``. The spec carries the rule's named inputs, outputs, wildcards and
+threads; the settings carry the paper's config block at the job's scale, so the stage never
+reads the config file itself: what Snakemake tracks as params is exactly what the stage sees. Before the stage runs, threads are limited, hub libraries are set
 offline and outbound network is refused.
 """
 
@@ -80,13 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("stage", help="run one pipeline stage (what a Snakemake rule calls)")
     st.add_argument("stage", help="<paper>.<stage>, e.g. lec.train")
-    st.add_argument("--spec", required=True, help="JSON: input, output, params, wildcards, threads")
+    st.add_argument("--spec", required=True, help="JSON: named input, output, wildcards, threads")
+    st.add_argument("--settings", required=True, help="JSON: the paper's settings at this scale")
     rp = sub.add_parser("report", help="render the HTML report")
     rp.add_argument("--spec", required=True)
+    rp.add_argument("--settings", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    spec = json.loads(args.spec)
+    spec = {**json.loads(args.spec), "params": json.loads(args.settings)}
     if args.command == "stage":
         run_stage(args.stage, spec)
     else:

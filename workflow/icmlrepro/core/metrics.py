@@ -137,9 +137,11 @@ def summarize(values: Iterable[float], level: float = 0.95, method: str = "t",
     mean = float(arr.mean())
     if n == 1:
         return Summary(mean, mean, mean, 1, nan, "single")
+    if np.all(arr == arr[0]):  # zero variance: the interval is the point (no rounding noise)
+        return Summary(float(arr[0]), float(arr[0]), float(arr[0]), n, nan, method)
     sd = float(arr.std(ddof=1))
-    if sd == 0.0 or not math.isfinite(sd):
-        return Summary(mean, mean, mean, n, nan, method)
+    if not math.isfinite(sd):
+        return Summary(mean, math.nan, math.nan, n, nan, method)
     if method == "t":
         half = float(stats.t.ppf(0.5 + level / 2, df=n - 1)) * sd / math.sqrt(n)
         return Summary(mean, mean - half, mean + half, n, nan, "t")

@@ -59,6 +59,8 @@ def judge_condition(cond: Condition, summary: Summary) -> ConditionResult:
     if summary.n_nan:
         return ConditionResult(cond, summary, "undecided",
                                f"{summary.n_nan} of {summary.n + summary.n_nan} replicates are NaN")
+    if summary.lo != summary.lo or summary.hi != summary.hi:  # NaN bounds (infinite values)
+        return ConditionResult(cond, summary, "undecided", "interval undefined (infinite values)")
     lo_ok = _satisfies(summary.lo, cond.op, cond.threshold)
     hi_ok = _satisfies(summary.hi, cond.op, cond.threshold)
     if cond.op == "between":

@@ -86,21 +86,23 @@ def synthetic_check(seed: int, p) -> pd.DataFrame:
 
     With u ~ U(0, 1) and P(err | u) = 0.6 u^2, a threshold lam in [0, 1] accepts with probability
     lam and errs on accepted inputs with probability 0.2 lam^2, so over calibration draws the
-    risk is E[0.2 lam^3] / E[lam] exactly; no test sampling noise enters.
+    risk is E[0.2 lam^3] / E[lam] exactly; no test sampling noise enters. Run for each
+    calibration size in ``synthetic_n_cal``, with the configured margin and the tight 1 - alpha.
     """
     rows = []
-    rng = np.random.default_rng(derive_seed(seed, "lec", "synthetic"))
-    lams = {}
-    for s in range(p["synthetic_splits"]):
-        cal = Calibration(*synthetic_scores(p["synthetic_n_cal"], rng))
-        for alpha in p["alphas"]:
-            for name, margin in (("lec", p["margin"]), ("lec_tight", 1 - alpha)):
-                lam = min(max(cal.lec(alpha, margin), 0.0), 1.0)
-                lams.setdefault((alpha, name), []).append(lam)
-    for (alpha, name), ls in sorted(lams.items()):
-        ls = np.asarray(ls)
-        risk = float(np.sum(0.2 * ls**3) / np.sum(ls)) if ls.sum() > 0 else float("nan")
-        rows.append({"seed": seed, "alpha": alpha, "method": name, "risk": risk, "acceptance": float(ls.mean())})
+    for n_cal in p["synthetic_n_cal"]:
+        rng = np.random.default_rng(derive_seed(seed, "lec", "synthetic", n_cal))
+        lams = {}
+        for _ in range(p["synthetic_splits"]):
+            cal = Calibration(*synthetic_scores(n_cal, rng))
+            for alpha in p["alphas"]:
+                for name, margin in (("lec", p["margin"]), ("lec_tight", 1 - alpha)):
+                    lams.setdefault((alpha, name), []).append(min(max(cal.lec(alpha, margin), 0.0), 1.0))
+        for (alpha, name), ls in sorted(lams.items()):
+            ls = np.asarray(ls)
+            risk = float(np.sum(0.2 * ls**3) / np.sum(ls)) if ls.sum() > 0 else float("nan")
+            rows.append({"seed": seed, "n_cal": n_cal, "alpha": alpha, "method": name, "risk": risk,
+                         "acceptance": float(ls.mean())})
     return pd.DataFrame(rows)
 
 
@@ -149,10 +151,12 @@ def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int
             mf.add(f"routing_retention_gain_vs_{role}{a}", joint - np.array(per_seed(alpha, m, "lec", "retention")),
                    unit="fraction", direction="higher",
                    description=f"joint-routing retention minus LEC on the {role} model ({m}) alone")
-        for name in ("lec", "lec_tight"):
-            r = synth[(synth.alpha == alpha) & (synth.method == name)].set_index("seed").loc[seeds, "risk"]
-            mf.add(f"synthetic_risk_minus_alpha.{name}{a}", r.to_numpy() - alpha, unit="fraction", direction="lower",
-                   description=f"exact risk minus alpha on i.i.d. synthetic scores, n_cal={p['synthetic_n_cal']} ({name})")
+        for name, n_cal in product(("lec", "lec_tight"), p["synthetic_n_cal"]):
+            sel = synth[(synth.alpha == alpha) & (synth.method == name) & (synth.n_cal == n_cal)]
+            r = sel.set_index("seed").loc[seeds, "risk"]
+            mf.add(f"synthetic_risk_minus_alpha.{name}.n{n_cal}{a}", r.to_numpy() - alpha, unit="fraction",
+                   direction="lower",
+                   description=f"exact risk minus alpha on i.i.d. synthetic scores, n_cal={n_cal} ({name})")
     for base in BASELINES:
         gains = []
         for seed in seeds:

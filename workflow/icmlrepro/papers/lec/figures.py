@@ -51,13 +51,15 @@ def plot_routing(summary: pd.DataFrame, p, path) -> None:
 
 
 def plot_synthetic(synth: pd.DataFrame, path) -> None:
-    fig, (ax,) = new_figure()
-    for name, label in (("lec", "LEC (margin from config)"), ("lec_tight", "LEC (margin 1 − α)")):
-        _mean_band(ax, synth[synth.method == name], "risk", label)
+    sizes = sorted(synth.n_cal.unique())
+    fig, axes = new_figure(ncols=len(sizes))
     a = np.sort(synth.alpha.unique())
-    ax.plot(a, a, "k--", lw=1, label="y = α")
-    ax.set(xlabel="α", ylabel="exact risk among accepted", title="i.i.d. synthetic scores (exact risk)")
-    ax.legend(fontsize=7)
+    for ax, n_cal in zip(axes, sizes):
+        for name, label in (("lec", "LEC (margin from config)"), ("lec_tight", "LEC (margin 1 − α)")):
+            _mean_band(ax, synth[(synth.method == name) & (synth.n_cal == n_cal)], "risk", label)
+        ax.plot(a, a, "k--", lw=1, label="y = α")
+        ax.set(xlabel="α", ylabel="exact risk among accepted", title=f"i.i.d. synthetic scores, n_cal = {n_cal}")
+    axes[0].legend(fontsize=7)
     save(fig, path)
 
 

@@ -1,0 +1,51 @@
+"""Shared fixtures: the repository root, a scratch copy of the workflow, and a Snakemake runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "report", "profiles", "envs")
+
+
+def copy_workflow(dest: Path) -> Path:
+    """A copy of the workflow's tracked parts in ``dest``, so tests never touch the user's results."""
+    for part in WORKFLOW_PARTS:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.html"))
+        else:
+            shutil.copy2(src, dest / part)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
+              timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the Snakemake of this environment in ``workdir``; output captured as text."""
+    exe = Path(sys.executable).with_name("snakemake")
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([str(exe), *args], cwd=workdir, capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """One complete smoke run of the whole DAG, shared by the integration and browser tests."""
+    work = copy_workflow(tmp_path_factory.mktemp("smoke"))
+    snakemake(work, "--cores", "2", "--config", "scale=smoke")
+    return work

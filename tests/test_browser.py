@@ -1,0 +1,41 @@
+"""The report renders in a real headless Chromium without console errors or broken images."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+CHROMIUM = os.environ.get("ICMLREPRO_CHROMIUM", "/usr/bin/chromium")
+
+
+def test_report_in_headless_chromium(smoke_run, tmp_path):
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium not found at {CHROMIUM}; the test set-up installs Debian's chromium")
+        pytest.skip(f"Chromium not installed at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    page_errors, console_errors, failed = [], [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+        page.on("pageerror", lambda e: page_errors.append(str(e)))
+        page.on("requestfailed", lambda r: failed.append(r.url))
+        page.goto((smoke_run / "report" / "report-smoke.html").as_uri())
+        page.wait_for_load_state("load")
+        broken = page.evaluate(
+            "Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0)).length")
+        n_images = page.evaluate("document.images.length")
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert n_images == 4 and broken == 0
+    assert not console_errors and not page_errors and not failed, (console_errors, page_errors, failed)
+    assert shot.stat().st_size > 10_000

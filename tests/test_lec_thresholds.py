@@ -1,0 +1,190 @@
+"""LEC's threshold, its finite-sample condition, the baselines and routing, on hand-made and synthetic data."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from icmlrepro.papers.lec.data import synthetic_scores
+from icmlrepro.papers.lec.thresholds import (
+    ABSTAIN,
+    Calibration,
+    lec_threshold,
+    ltt_threshold,
+    naive_routing_thresholds,
+    routing_thresholds,
+    sgr_threshold,
+    ucb_threshold,
+)
+
+
+def slack(u, err, lam, alpha):
+    acc = np.asarray(u) <= lam
+    return float(np.sum(np.asarray(err)[acc]) - alpha * acc.sum())
+
+
+def test_hand_computed_threshold():
+    # sorted: errors at positions 3 and 6; alpha = 0.2, margin 1:
+    # prefix sums of (err - 0.2): -.2 -.4 +.4 .2 0 .8 .6 .4 .2 0 -.2 -.4 -.6 -.8 -1.0 -1.2
+    u = np.arange(16) / 16
+    err = np.zeros(16)
+    err[[2, 5]] = 1
+    assert lec_threshold(u, err, 0.2, 1.0) == u[15]
+    assert lec_threshold(u[:14], err[:14], 0.2, 1.0) == ABSTAIN  # best prefix sum is -0.8
+    assert lec_threshold(u[:14], err[:14], 0.2, 0.8) == u[13]   # tight constant 1 - alpha
+
+
+def test_largest_feasible_even_with_gaps():
+    # feasible early (long run of correct answers), infeasible in the middle, feasible again at the end
+    err = np.r_[np.zeros(10), np.ones(2), np.zeros(20)]
+    u = np.linspace(0, 1, err.size)
+    lam = lec_threshold(u, err, 0.1, 1.0)
+    assert lam == u[-1]
+    assert slack(u, err, u[11], 0.1) > -1  # the gap exists
+    assert slack(u, err, lam, 0.1) <= -1
+
+
+def test_ties_cut_only_at_group_ends():
+    u = np.array([0.1] * 30 + [0.2] * 5)
+    err = np.r_[np.zeros(29), 1, np.zeros(5)]
+    lam = lec_threshold(u, err, 0.1, 1.0)  # whole group at 0.1: 1 - 3.0 = -2.0 feasible
+    assert lam == 0.2
+    u2 = np.array([0.1] * 12 + [0.2] * 5)
+    err2 = np.r_[np.ones(2), np.zeros(10), np.zeros(5)]  # group 0.1: 2 - 1.2 > -1; with 0.2: 2 - 1.7 > -1
+    assert lec_threshold(u2, err2, 0.1, 1.0) == ABSTAIN
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_returned_threshold_is_the_largest_feasible(seed):
+    rng = np.random.default_rng(seed)
+    u = np.round(rng.random(60), 2)  # ties
+    err = (rng.random(60) < 0.3 * u).astype(float)
+    alpha = 0.1
+    lam = lec_threshold(u, err, alpha)
+    feasible = [c for c in np.unique(u) if slack(u, err, c, alpha) <= -1 + 1e-12]
+    assert lam == (max(feasible) if feasible else ABSTAIN)
+
+
+def test_deterministic_implication_on_calibration_plus_test():
+    """F_n(lam) <= -(1 - alpha) implies F_{n+1}(lam) <= 0 whatever the test point: the derivation's step."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        alpha = rng.choice([0.05, 0.1, 0.2])
+        u, err = synthetic_scores(40, rng)
+        lam = lec_threshold(u, err, alpha, 1 - alpha)
+        if lam == ABSTAIN:
+            continue
+        for ut, et in ((0.0, 1.0), (0.0, 0.0), (1.0, 1.0)):
+            assert slack(np.r_[u, ut], np.r_[err, et], lam, alpha) <= 1e-9
+
+
+def exact_risk(n_cal, alpha, margin, draws, seed):
+    """E[0.2 lam^3] / E[lam] for the synthetic law P(err | u) = 0.6 u^2, u ~ U(0, 1)."""
+    rng = np.random.default_rng(seed)
+    lams = np.array([min(max(lec_threshold(*synthetic_scores(n_cal, rng), alpha, margin), 0), 1)
+                     for _ in range(draws)])
+    return float(np.sum(0.2 * lams**3) / np.sum(lams))
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.2])
+def test_guarantee_holds_empirically_on_exchangeable_data(alpha):
+    """Mean risk among accepted stays <= alpha over many calibration draws (n = 500, i.i.d. scores)."""
+    assert exact_risk(500, alpha, 1.0, 3000, seed=11) <= alpha
+
+
+def test_small_calibration_sets_break_the_bound():
+    """A measured finding, not a wish: with n = 30 and alpha = 0.05 the exact risk is about 0.10.
+
+    The condition needs >= 20 error-free calibration points before it accepts anything; when that
+    happens by luck the threshold lands high, where the true risk is well above alpha.
+    """
+    assert exact_risk(30, 0.05, 1.0, 4000, seed=5) > 0.08
+
+
+def brute_force_population_risk(errors_sorted, alpha, margin):
+    """Risk among accepted when the test point is drawn uniformly from a fixed finite population."""
+    n1 = len(errors_sorted)
+    z = s = 0.0
+    for j in range(n1):
+        cal_err = np.delete(errors_sorted, j)
+        cal_u = np.delete(np.arange(n1, dtype=float), j)
+        lam = lec_threshold(cal_u, cal_err, alpha, margin)
+        if j <= lam:
+            s += 1
+            z += errors_sorted[j]
+    return z / s if s else math.nan
+
+
+@pytest.mark.parametrize("margin", [1.0, 2.0])
+def test_not_distribution_free_for_every_exchangeable_law(margin):
+    """One error at the lowest score followed by n correct answers, with margin/alpha <= n < (1+margin)/alpha:
+    only the error is ever accepted (risk 1), for any constant margin."""
+    alpha = 0.2
+    n = math.ceil(margin / alpha)
+    population = np.r_[1.0, np.zeros(n)]
+    assert brute_force_population_risk(population, alpha, margin) == 1.0
+
+
+def test_exhaustive_small_populations_show_the_pattern():
+    worst = max(brute_force_population_risk(np.array(e, float), 0.2, 1.0) or 0
+                for e in itertools.product([0, 1], repeat=7)
+                if not math.isnan(brute_force_population_risk(np.array(e, float), 0.2, 1.0)))
+    assert worst > 0.2
+
+
+def test_baseline_infeasible_where_lec_is_feasible():
+    """With 100 calibration points and 2 errors, Hoeffding's bound cannot reach alpha = 0.05; LEC can."""
+    u = np.linspace(0, 1, 100)
+    err = np.zeros(100)
+    err[[60, 90]] = 1
+    assert lec_threshold(u, err, 0.05) > 0.5
+    assert ucb_threshold(u, err, 0.05, 0.1, "hoeffding") == ABSTAIN
+    for lam in (ucb_threshold(u, err, 0.05, 0.1, "clopper_pearson"), sgr_threshold(u, err, 0.05, 0.1),
+                ltt_threshold(u, err, 0.05, 0.1)):
+        assert lam <= lec_threshold(u, err, 0.05)
+
+
+def test_high_probability_baselines_respect_their_bounds():
+    rng = np.random.default_rng(0)
+    u, err = synthetic_scores(400, rng)
+    cal = Calibration(u, err)
+    for lam in (cal.ucb(0.1, 0.1, "clopper_pearson"), cal.sgr(0.1, 0.1), cal.ltt(0.1, 0.1)):
+        acc = u <= lam
+        assert acc.sum() > 0 and err[acc].mean() <= 0.1
+
+
+def test_joint_routing_satisfies_the_joint_constraint_and_beats_primary():
+    rng = np.random.default_rng(4)
+    ua, ea = synthetic_scores(400, rng)
+    ea = np.maximum(ea, (rng.random(400) < 0.15)).astype(float)  # a weaker primary
+    ub, eb = synthetic_scores(400, rng)
+    alpha = 0.1
+    la, lb = routing_thresholds(ua, ea, ub, eb, alpha, 1.0, grid=41)
+    acc_a = ua <= la
+    acc_b = ~acc_a & (ub <= lb)
+    z = ea[acc_a].sum() + eb[acc_b].sum()
+    assert z - alpha * (acc_a.sum() + acc_b.sum()) <= -1 + 1e-9
+    alone = (ua <= lec_threshold(ua, ea, alpha)).sum()
+    assert acc_a.sum() + acc_b.sum() >= alone
+
+
+def test_naive_routing_can_violate_the_system_level():
+    """The secondary model sees only inputs the primary rejected, where it errs more; per-model
+    calibration ignores that and the system's risk exceeds alpha on the calibration data itself."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    hard = rng.random(n) < 0.5
+    ua = np.where(hard, 0.9, 0.1) + 0.01 * rng.random(n)
+    ea = (rng.random(n) < np.where(hard, 0.5, 0.0)).astype(float)
+    ub = 0.5 * rng.random(n)
+    eb = (rng.random(n) < np.where(hard, 0.25, 0.0)).astype(float)  # low error overall, high on hard inputs
+    alpha = 0.15
+    la, lb = naive_routing_thresholds(ua, ea, ub, eb, alpha)
+    acc_a = ua <= la
+    acc_b = ~acc_a & (ub <= lb)
+    risk = (ea[acc_a].sum() + eb[acc_b].sum()) / (acc_a.sum() + acc_b.sum())
+    assert risk > alpha
+    ja, jb = routing_thresholds(ua, ea, ub, eb, alpha)
+    acc_a, acc_b = ua <= ja, ~(ua <= ja) & (ub <= jb)
+    assert (ea[acc_a].sum() + eb[acc_b].sum()) / (acc_a.sum() + acc_b.sum()) <= alpha

@@ -1,0 +1,85 @@
+"""Metrics contract round trip and the shared aggregation (mean and CI over replicates)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from icmlrepro.core.metrics import MetricsError, MetricsFile, load_metrics, summarize
+
+
+def test_round_trip_keeps_values_nan_and_inf(tmp_path):
+    mf = MetricsFile("lec", "smoke", replicates=[0, 1, 2])
+    mf.add("a", [1.0, float("nan"), 3.0], unit="s", direction="lower", timing=True)
+    mf.add("b", [float("inf"), 0.5, -0.25], direction="higher")
+    mf.write(tmp_path / "m.json")
+    back = load_metrics(tmp_path / "m.json")
+    assert back.replicates == [0, 1, 2]
+    assert back.metrics["a"].timing and back.metrics["a"].unit == "s"
+    assert math.isnan(back.metrics["a"].values[1]) and back.metrics["a"].values[2] == 3.0
+    assert back.metrics["b"].values[0] == float("inf")
+
+
+def test_identical_data_gives_identical_bytes(tmp_path):
+    for name in ("x.json", "y.json"):
+        mf = MetricsFile("lec", "smoke", replicates=[0, 1])
+        mf.add("z", [0.1, 0.2])
+        mf.add("a", [1 / 3, 2 / 3])
+        mf.write(tmp_path / name)
+    assert (tmp_path / "x.json").read_bytes() == (tmp_path / "y.json").read_bytes()
+
+
+def test_duplicate_metric_rejected():
+    mf = MetricsFile("lec", "smoke")
+    mf.add("a", [1])
+    with pytest.raises(MetricsError, match="twice"):
+        mf.add("a", [2])
+
+
+def test_missing_metric_names_paper_and_metric():
+    mf = MetricsFile("lec", "smoke")
+    with pytest.raises(MetricsError, match=r"paper 'lec': metric 'nope'"):
+        mf.get("nope")
+
+
+def test_contract_violation_names_file(tmp_path):
+    (tmp_path / "m.json").write_text('{"contract": 1, "paper": "lec"}')
+    with pytest.raises(MetricsError, match="m.json"):
+        load_metrics(tmp_path / "m.json")
+
+
+def test_t_interval_matches_scipy():
+    x = [0.1, 0.4, 0.35, 0.2, 0.3]
+    s = summarize(x, level=0.9)
+    lo, hi = stats.t.interval(0.9, df=4, loc=np.mean(x), scale=stats.sem(x))
+    assert s.method == "t" and s.n == 5
+    assert s.lo == pytest.approx(lo) and s.hi == pytest.approx(hi)
+
+
+def test_bootstrap_is_deterministic_and_brackets_mean():
+    x = np.random.default_rng(0).normal(size=12)
+    a, b = summarize(x, method="bootstrap"), summarize(x, method="bootstrap")
+    assert a == b and a.lo < a.mean < a.hi
+
+
+def test_single_value_zero_width_flagged():
+    s = summarize([0.3])
+    assert (s.lo, s.mean, s.hi, s.n, s.method) == (0.3, 0.3, 0.3, 1, "single")
+
+
+def test_zero_variance_zero_width():
+    s = summarize([0.2, 0.2, 0.2])
+    assert s.lo == s.hi == pytest.approx(0.2) and s.n == 3
+
+
+def test_nan_counted_and_all_nan():
+    s = summarize([1.0, float("nan"), 3.0])
+    assert s.n == 2 and s.n_nan == 1 and s.mean == 2.0
+    e = summarize([float("nan")] * 3)
+    assert e.n == 0 and e.n_nan == 3 and math.isnan(e.mean)
+
+
+def test_unknown_ci_method():
+    with pytest.raises(ValueError, match="bootstrap"):
+        summarize([1, 2, 3], method="bayes")

@@ -1,0 +1,80 @@
+"""The HTML report: a row per claim of every paper, verdict classes that match the computed verdicts,
+images that decode, escaping of untrusted text, and partial runs shown as not run."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+from PIL import Image
+
+from icmlrepro.core import verdicts as V
+from icmlrepro.core.claims import load_all_claims, load_claims
+from icmlrepro.core.metrics import load_metrics
+from icmlrepro.core.report import build_sections, render
+
+from .conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def html(smoke_run):
+    return BeautifulSoup((smoke_run / "report" / "report-smoke.html").read_text(), "html.parser")
+
+
+@pytest.mark.integration
+def test_every_claim_of_every_paper_has_a_row(html):
+    rows = {r["data-claim"] for r in html.select("tr.claim-row")}
+    expected = {f"{p}.{c.id}" for p, pc in load_all_claims().items() for c in pc.claims}
+    assert rows == expected
+
+
+@pytest.mark.integration
+def test_verdict_classes_match_computed_verdicts(html, smoke_run):
+    metrics = load_metrics(smoke_run / "results" / "smoke" / "lec" / "metrics.json")
+    computed = {f"lec.{r.claim.id}": r.verdict for r in V.judge_paper(load_claims("lec"), metrics)}
+    for row in html.select("tr.claim-row"):
+        badge = row.select_one(".badge")
+        verdict = row["data-verdict"]
+        assert badge.get_text(strip=True) == verdict
+        assert f"v-{verdict.replace(' ', '-')}" in badge["class"]
+        if row["data-claim"] in computed:
+            assert verdict == computed[row["data-claim"]]
+        elif row["data-claim"].split(".")[0] != "lec":
+            assert verdict in (V.NOT_RUN, V.NOT_TESTABLE)
+
+
+@pytest.mark.integration
+def test_images_decode(html):
+    imgs = html.select("img")
+    assert len(imgs) == 4
+    for img in imgs:
+        assert img["src"].startswith("data:image/png;base64,")
+        Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1]))).verify()
+
+
+@pytest.mark.integration
+def test_provenance_and_costs(html):
+    text = html.get_text(" ")
+    for word in ("config hash", "torch", "snakemake", "CPU", "GPU"):
+        assert word in text
+    assert html.select("table.benchmarks tr")
+
+
+def test_partial_run_and_escaping(tmp_path):
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["claims"][0]["quote"] = "<script>alert(1)</script> maintains the level"
+    (claims / "lec.yaml").write_text(yaml.safe_dump(raw))
+    sections = build_sections("smoke", [], {}, tmp_path, 0.95, "t", claims_dir=claims)
+    assert [s.status for s in sections] == ["not configured"]
+    assert {r.verdict for r in sections[0].results} <= {V.NOT_RUN, V.NOT_TESTABLE}
+    prov = {"commit": "abc", "dirty": False, "config_hash": "h", "date": "d", "python": "3", "platform": "p",
+            "cpu": "c", "gpu": "none", "packages": {"torch": "x"}}
+    out = render(sections, "smoke", prov, ROOT / "report" / "templates" / "report.html.j2", 0.95, "t")
+    assert "<script>" not in out and "&lt;script&gt;" in out
