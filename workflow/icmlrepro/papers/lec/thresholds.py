@@ -170,7 +170,9 @@ def routing_thresholds(ua, ea, ub, eb, alpha: float, margin: float = 1.0, grid: 
     The primary model answers when ``ua <= lam_a``; otherwise the input goes to the secondary
     model, which answers when ``ub <= lam_b``. System indicators: S = S_a + S_b,
     Z = S_a err_a + S_b err_b, and the constraint is sum_i (Z_i - alpha S_i) <= -margin on the
-    calibration set. For each primary candidate (``grid`` quantiles of ``ua`` plus abstain), the
+    calibration set. For each primary candidate (``grid`` quantiles of ``ua``, "route everything",
+    and the primary's own LEC threshold, so that the system never accepts less than the primary
+    alone on the calibration set), the
     best secondary threshold is the largest feasible one on the routed points (acceptance grows
     with lam_b); the pair with the highest total acceptance wins (ties: the smaller lam_a).
     Returns ``(lam_a, lam_b)``; ``(-inf, -inf)`` when nothing is feasible.
@@ -178,7 +180,10 @@ def routing_thresholds(ua, ea, ub, eb, alpha: float, margin: float = 1.0, grid: 
     ua, ea, ub, eb = (np.asarray(x, dtype=float) for x in (ua, ea, ub, eb))
     order = np.argsort(ub, kind="stable")  # sort once; each routed subset stays sorted
     ua_s, ea_s, ub_s, eb_s = ua[order], ea[order], ub[order], eb[order]
-    cands = np.unique(np.r_[ABSTAIN, np.quantile(ua, np.linspace(0, 1, grid))]) if len(ua) else [ABSTAIN]
+    cands = [ABSTAIN]
+    if len(ua):  # the grid, plus the primary's own LEC threshold so joint >= primary alone
+        cands = np.unique(np.r_[ABSTAIN, np.quantile(ua, np.linspace(0, 1, grid)),
+                                Calibration(ua, ea).lec(alpha, margin)])
     best = (-1, ABSTAIN, ABSTAIN)
     for lam_a in cands:
         acc_a = ua_s <= lam_a
