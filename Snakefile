@@ -10,6 +10,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/device.smk"
 include: "workflow/rules/lec.smk"
 include: "workflow/rules/report.smk"
 

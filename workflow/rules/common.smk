@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the package, als
 from snakemake.exceptions import WorkflowError
 
 from icmlrepro.core.config import ConfigError, paper_settings, validate_config
+from icmlrepro.core.device import gpu_resources
 from icmlrepro.core.offline import OFFLINE_ENV
 
 try:
@@ -27,6 +28,7 @@ _path = os.environ["PATH"]
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), _path])
 
 SCALE = config["scale"]
+GPU = gpu_resources(config["gpu"])  # resources of every GPU-tagged rule
 PAPERS = list(config["papers"])
 ENV = "../../envs/pipeline.yaml"
 
@@ -75,7 +77,7 @@ PAPER_OUTPUTS = {}
 
 def report_inputs(wildcards):
     """Metrics and figures of every configured paper that has rules; the rest show as not run."""
-    inputs = {}
+    inputs = {"device": f"results/{wildcards.scale}/device/gpu_rule.json"}
     for paper in PAPERS:
         outs = PAPER_OUTPUTS.get(paper)
         if outs is None:

@@ -2,6 +2,7 @@
 # Set up everything the pipeline needs on a fresh Debian machine with Python 3.11, idempotently:
 #   bash workflow/scripts/setup_env.sh           # .venv with the pinned packages + this package
 #   bash workflow/scripts/setup_env.sh --test    # the same, plus Debian's chromium for the browser test
+#                                                # and, as root on Debian, the local SLURM cluster
 # Packages come from envs/requirements.lock (exact pins; torch is the 2.13.0 CPU build where the
 # machine's pip finds it locally). Nothing is installed twice: a stamp records the lock's hash.
 set -euo pipefail
@@ -42,5 +43,10 @@ fi
 
 if [ "$WITH_TEST" = 1 ]; then
   command -v chromium >/dev/null || apt_install chromium
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    bash workflow/scripts/local_slurm.sh start   # for tests/test_slurm.py
+  else
+    echo "not root on Debian: the local SLURM cluster is not started and the SLURM tests will skip" >&2
+  fi
 fi
 echo "environment ready: $VENV ($("$VENV/bin/python" --version), snakemake $("$VENV/bin/snakemake" --version))"

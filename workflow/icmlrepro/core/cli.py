@@ -62,13 +62,43 @@ def _fault_injection(stage: str) -> None:
         time.sleep(float(spec.partition(":")[2] or 60))
 
 
+def _fail_once(stage: str, job: Job) -> None:
+    """Test hook: ``ICMLREPRO_FAIL_ONCE=<paper.stage>:<file>`` makes the first attempt of that stage fail.
+
+    Each attempt of that stage appends a line (scheduler job id, wildcards) to the file; the
+    very first one then raises. Used by the SLURM test that proves retries with escalated resources; inert unless set.
+    """
+    spec = os.environ.get("ICMLREPRO_FAIL_ONCE", "")
+    target, _, path = spec.partition(":")
+    if target != stage or not path:
+        return
+    marker = Path(path)
+    first = not marker.exists()
+    with marker.open("a") as fh:
+        wildcards = ",".join(f"{k}={v}" for k, v in sorted(job.wildcards.items()))
+        fh.write(f"{os.environ.get('SLURM_JOB_ID', '-')} {wildcards}\n")
+    if first:
+        raise RuntimeError(f"injected failure of {stage} (ICMLREPRO_FAIL_ONCE), first attempt")
+
+
+def stage_module(stage: str):
+    """``lec.train`` -> icmlrepro.papers.lec.train; ``core.device`` -> icmlrepro.core.device."""
+    group, _, name = stage.partition(".")
+    if group == "core":
+        return importlib.import_module(f"icmlrepro.core.{name}")
+    return importlib.import_module(f"icmlrepro.papers.{group}.{name}")
+
+
 def run_stage(stage: str, spec: dict) -> None:
-    paper, _, name = stage.partition(".")
-    module = importlib.import_module(f"icmlrepro.papers.{paper}.{name}")
+    module = stage_module(stage)
     job = Job.from_spec(spec)
     set_threads(job.threads)
     install_network_guard()
     log.info("stage %s: network guard on, %d thread(s)", stage, job.threads)
+    slurm = {k: v for k, v in os.environ.items() if k in ("SLURM_JOB_ID", "SLURM_MEM_PER_NODE", "SLURM_GPUS")}
+    if slurm:
+        log.info("stage %s: SLURM %s", stage, " ".join(f"{k}={v}" for k, v in sorted(slurm.items())))
+    _fail_once(stage, job)
     t0 = time.perf_counter()
     module.run(job)
     _fault_injection(stage)

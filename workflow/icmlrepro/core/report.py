@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import verdicts as V
 from .claims import PaperClaims, load_all_claims
-from .io import atomic_path
+from .io import atomic_path, read_json
 from .metrics import MetricsFile, load_metrics
 from .paths import repo_root
 from .provenance import collect
@@ -116,6 +116,9 @@ def run(job) -> None:
     ci_level, ci_method = cfg["verdicts"]["ci_level"], cfg["verdicts"]["ci_method"]
     sections = build_sections(p["scale"], p["papers"], dict(job.input), Path(p["results_dir"]),
                               ci_level, ci_method)
-    html = render(sections, p["scale"], collect(repo_root(), cfg), Path(p["template"]), ci_level, ci_method)
+    prov = collect(repo_root(), cfg)
+    if "device" in job.input:
+        prov["gpu_rule_device"] = read_json(job.input.device)
+    html = render(sections, p["scale"], prov, Path(p["template"]), ci_level, ci_method)
     with atomic_path(job.output.html) as tmp:
         tmp.write_text(html)

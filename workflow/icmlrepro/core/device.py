@@ -1,0 +1,60 @@
+"""Which device a job runs on, and the probe that GPU-tagged rules report through.
+
+GPU rules (Triton kernels, decoding, benchmarks) ask the scheduler for an accelerator through the
+standard resources ``gpu``/``gpu_model`` (the SLURM executor turns them into ``--gpus=a100:1``).
+They must still run where there is none: code asks :func:`torch_device` and falls back to the CPU
+(and to the torch references of the kernels). The probe records what a GPU-tagged job actually got,
+so that the report's provenance says where GPU rules ran, not only where the report was rendered.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from .io import write_json
+
+SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_GPUS", "SLURM_GPUS_ON_NODE",
+                  "SLURM_JOB_GPUS", "SLURM_MEM_PER_NODE", "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES")
+
+
+def torch_device(prefer_gpu: bool = True) -> str:
+    import torch
+
+    return "cuda" if prefer_gpu and torch.cuda.is_available() else "cpu"
+
+
+def gpu_resources(setting: str) -> dict:
+    """Resources of a GPU rule from the config key ``gpu``: a model name, ``any`` or ``cpu``."""
+    if setting == "cpu":
+        return {"gpu": 0, "gpu_model": ""}
+    if setting == "any":
+        return {"gpu": 1, "gpu_model": ""}
+    return {"gpu": 1, "gpu_model": setting}
+
+
+def probe() -> dict:
+    import torch
+
+    info = {
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "scheduler": {k: os.environ[k] for k in SCHEDULER_VARS if k in os.environ},
+    }
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:  # pragma: no cover - triton is pinned in the environment
+        info["triton"] = None
+    return info
+
+
+def run(job) -> None:
+    """Stage ``core.device``: write what this (GPU-tagged) job runs on."""
+    info = probe()
+    info["requested"] = job.params.get("gpu", "")
+    write_json(job.output.device, info)
