@@ -35,7 +35,10 @@ def scratch() -> Path:
     work = Path(tempfile.mkdtemp(prefix="icmlrepro-bench-"))
     for part in PARTS:
         src = ROOT / part
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / part)
+        if src.is_dir():  # rendered reports stay behind, or Snakemake would find nothing to do
+            shutil.copytree(src, work / part, ignore=shutil.ignore_patterns("*.html", "__pycache__"))
+        else:
+            shutil.copy2(src, work / part)
     return work
 
 
