@@ -11,6 +11,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/device.smk"
+include: "workflow/rules/lm.smk"
 include: "workflow/rules/lec.smk"
 include: "workflow/rules/report.smk"
 

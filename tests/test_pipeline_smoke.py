@@ -150,3 +150,20 @@ def test_killed_run_leaves_nothing_taken_as_complete(smoke_run, tmp_path, sig):
     snakemake(work, "--cores", "2", "--config", "scale=smoke")
     assert planned_rules(snakemake(work, "-n", "--config", "scale=smoke")) == {}
     assert non_timing(metrics) == non_timing(smoke_run / LEC / "metrics.json")
+
+
+def test_lm_substrate_chain_is_deterministic(smoke_run, tmp_path):
+    """lm_data -> lm_train (target, draft) -> lm_eval -> lm_figures at smoke scale, twice: same metrics."""
+    lm = Path("results/smoke/lm")
+    targets = [str(lm / "metrics.json"), str(lm / "figures" / "training_curve.png"),
+               str(lm / "figures" / "accuracy_vs_trace_length.png")]
+    snakemake(smoke_run, *targets, "--cores", "2")
+    raw = json.loads((smoke_run / lm / "metrics.json").read_text())
+    for role in ("target", "draft"):
+        for fam in ("add", "mod", "sort", "dyck"):
+            assert f"accuracy.{role}.{fam}" in raw["metrics"]
+        assert raw["metrics"][f"tpot_ms.{role}.b8"]["timing"]
+    assert (smoke_run / lm / "models" / "target" / "config.json").exists()
+    again = copy_workflow(tmp_path)
+    snakemake(again, str(lm / "metrics.json"), "--cores", "2")
+    assert non_timing(again / lm / "metrics.json") == non_timing(smoke_run / lm / "metrics.json")

@@ -23,6 +23,7 @@ from .offline import install_network_guard
 from .seeding import set_threads
 
 log = logging.getLogger("icmlrepro")
+SHARED_PACKAGES = ("core", "lm")  # stages that belong to no single paper
 
 
 class Named(dict):
@@ -82,10 +83,10 @@ def _fail_once(stage: str, job: Job) -> None:
 
 
 def stage_module(stage: str):
-    """``lec.train`` -> icmlrepro.papers.lec.train; ``core.device`` -> icmlrepro.core.device."""
+    """``lec.train`` -> icmlrepro.papers.lec.train; shared parts (``core.device``, ``lm.fit``) by their package."""
     group, _, name = stage.partition(".")
-    if group == "core":
-        return importlib.import_module(f"icmlrepro.core.{name}")
+    if group in SHARED_PACKAGES:
+        return importlib.import_module(f"icmlrepro.{group}.{name}")
     return importlib.import_module(f"icmlrepro.papers.{group}.{name}")
 
 

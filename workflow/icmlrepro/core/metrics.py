@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 import numpy as np
 from scipy import stats
@@ -151,7 +151,3 @@ def summarize(values: Iterable[float], level: float = 0.95, method: str = "t",
         lo, hi = np.quantile(means, [(1 - level) / 2, 0.5 + level / 2])
         return Summary(mean, float(lo), float(hi), n, nan, "bootstrap")
     raise ValueError(f"unknown CI method {method!r} (allowed: t, bootstrap)")
-
-
-def summaries(mf: MetricsFile, names: Iterable[str], **kw) -> Mapping[str, Summary]:
-    return {n: summarize(mf.get(n).values, **kw) for n in names}

@@ -49,7 +49,3 @@ def install_network_guard() -> None:
     if not _installed:
         sys.addaudithook(_audit)
         _installed = True
-
-
-def guard_installed() -> bool:
-    return _installed

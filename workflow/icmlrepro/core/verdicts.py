@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .claims import Claim, Condition, PaperClaims
-from .metrics import MetricsFile, Summary, summarize
+from .metrics import MetricsError, MetricsFile, Summary, summarize
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -103,8 +103,6 @@ def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[Clai
     if metrics is not None:
         missing = [m for m in pc.metrics_needed() if m not in metrics.metrics]
         if missing:
-            from .metrics import MetricsError
-
             raise MetricsError(
                 f"paper {pc.paper!r}: metrics.json lacks {', '.join(repr(m) for m in missing)} "
                 f"needed by resources/claims/{pc.paper}.yaml"

@@ -1,0 +1,144 @@
+"""Decoding harness: batched greedy/sampled generation with the KV cache, per-step timing, attention hooks.
+
+Sparse-attention methods plug in at decode time through transformers' attention interface: a
+registered attention function receives, per layer, the post-RoPE query of the new token and the
+cached keys/values, and may restrict which cached positions the token attends to
+(:func:`register_selector`). Pre-RoPE query states are captured by forward hooks on each layer's
+``q_norm`` (:class:`QueryRecorder`). Step timings exclude the prefill; TPOT is the median over
+steps after a warm-up (:func:`tpot`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+# selector(layer_idx, query[b, heads, 1, d], key[b, kv_heads, n, d], value) -> bool keep[b, heads, n] or None
+Selector = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], "torch.Tensor | None"]
+
+
+@dataclass
+class Generation:
+    tokens: list[list[int]]          # generated ids per sequence, EOS excluded
+    texts: list[str]
+    step_seconds: list[float] = field(default_factory=list)
+    prefill_seconds: float = 0.0
+
+
+def _pick(logits: torch.Tensor, do_sample: bool, temperature: float, generator: torch.Generator | None):
+    if not do_sample:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, do_sample: bool = False,
+             temperature: float = 1.0, seed: int = 0) -> Generation:
+    """Generate continuations of ``prompts`` (left-padded batch) until EOS or ``max_new_tokens``."""
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    gen = torch.Generator().manual_seed(seed) if do_sample else None
+    cache = DynamicCache(config=model.config)
+    t0 = time.perf_counter()
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                   use_cache=True).logits[:, -1]
+    prefill = time.perf_counter() - t0
+    b = ids.shape[0]
+    done = torch.zeros(b, dtype=torch.bool)
+    out = [[] for _ in range(b)]
+    steps = []
+    pos = pos[:, -1:]
+    for _ in range(max_new_tokens):
+        t0 = time.perf_counter()
+        nxt = _pick(logits, do_sample, temperature, gen)
+        nxt = torch.where(done, torch.full_like(nxt, tokenizer.pad_token_id), nxt)
+        for i in range(b):
+            if not done[i] and nxt[i] != tokenizer.eos_token_id:
+                out[i].append(int(nxt[i]))
+        done |= nxt == tokenizer.eos_token_id
+        if bool(done.all()):
+            break
+        mask = torch.cat([mask, (~done).long()[:, None] | 1], dim=1)
+        pos = pos + 1
+        logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache,
+                       use_cache=True).logits[:, -1]
+        steps.append(time.perf_counter() - t0)
+    texts = [tokenizer.decode(t, skip_special_tokens=True) for t in out]
+    return Generation(out, texts, steps, prefill)
+
+
+@torch.no_grad()
+def generate_full_recompute(model, tokenizer, prompt: str, max_new_tokens: int) -> list[int]:
+    """Greedy decoding without a cache (the whole sequence re-run at every step): the reference
+    the cached path must match token for token."""
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    out = []
+    for _ in range(max_new_tokens):
+        nxt = int(model(input_ids=ids).logits[0, -1].argmax())
+        if nxt == tokenizer.eos_token_id:
+            break
+        out.append(nxt)
+        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return out
+
+
+def tpot(step_seconds: list[float], warmup: int = 3) -> float:
+    """Time per output token: median step time after ``warmup`` steps (NaN if too few steps)."""
+    s = step_seconds[warmup:]
+    return float(np.median(s)) if s else float("nan")
+
+
+def register_selector(name: str, selector: Selector | None) -> str:
+    """Register an attention function that applies ``selector`` at decode steps; returns ``name``.
+
+    Prefill (more than one query position) always runs dense attention. At a decode step the
+    selector returns a boolean keep-mask over cached positions per query head (or None for dense);
+    positions not kept are masked out before the softmax. Use with
+    ``model.set_attn_implementation(name)``.
+    """
+
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        if selector is not None and query.shape[2] == 1:
+            keep = selector(module.layer_idx, query, key, value)
+            if keep is not None:
+                keep = keep[:, :, None, :]  # [b, heads, 1, n]
+                if attention_mask is None:
+                    attention_mask = keep
+                elif attention_mask.dtype == torch.bool:
+                    attention_mask = attention_mask & keep
+                else:
+                    attention_mask = attention_mask.masked_fill(~keep, torch.finfo(attention_mask.dtype).min)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register(name, attention)
+    AttentionMaskInterface.register(name, sdpa_mask)  # the same masks as the default sdpa path
+    return name
+
+
+class QueryRecorder:
+    """Records pre-RoPE query states (the output of each layer's ``q_norm``) during decoding."""
+
+    def __init__(self, model):
+        self.queries: dict[int, list[torch.Tensor]] = {}
+        self._handles = []
+        for i, layer in enumerate(model.model.layers):
+            self._handles.append(layer.self_attn.q_norm.register_forward_hook(self._hook(i)))
+
+    def _hook(self, layer_idx: int):
+        def hook(_module, _inputs, output):
+            self.queries.setdefault(layer_idx, []).append(output.detach())
+        return hook
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()

@@ -1,0 +1,106 @@
+# Shared small-language-model substrate (workflow/icmlrepro/lm): lm_data -> lm_train (target, draft)
+# -> lm_eval -> lm_figures. Papers that need a language model depend on lm_train's model directories.
+
+
+rule lm_data:
+    output:
+        train="results/{scale}/lm/data/train.parquet",
+        eval="results/{scale}/lm/data/eval.parquet",
+        tokenizer=directory("results/{scale}/lm/data/tokenizer"),
+    params:
+        stage="lm.data",
+        spec=paths_spec,
+        settings=settings_of("lm", "seeds", "families", "n_train", "train_steps_range", "n_eval", "eval_steps_range"),
+    log:
+        "results/{scale}/lm/logs/lm_data.log",
+    benchmark:
+        "results/{scale}/lm/benchmarks/lm_data.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule lm_train:
+    input:
+        train=rules.lm_data.output.train,
+        tokenizer=rules.lm_data.output.tokenizer,
+    output:
+        model=directory("results/{scale}/lm/models/{role}"),
+        curve="results/{scale}/lm/train/{role}_curve.json",
+    params:
+        stage="lm.fit",
+        spec=paths_spec,
+        settings=settings_of("lm", "seeds", "sizes", "training", "pretrained"),
+    log:
+        "results/{scale}/lm/logs/lm_train/{role}.log",
+    benchmark:
+        "results/{scale}/lm/benchmarks/lm_train/{role}.tsv"
+    wildcard_constraints:
+        role="target|draft",
+    threads: 2
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule lm_eval:
+    input:
+        eval=rules.lm_data.output.eval,
+        target="results/{scale}/lm/models/target",
+        draft="results/{scale}/lm/models/draft",
+    output:
+        metrics="results/{scale}/lm/metrics.json",
+        table="results/{scale}/lm/eval/decoded.parquet",
+    params:
+        stage="lm.evaluate",
+        spec=paths_spec,
+        settings=settings_of("lm", "seeds", "eval_batch_size", "max_new_tokens"),
+    log:
+        "results/{scale}/lm/logs/lm_eval.log",
+    benchmark:
+        "results/{scale}/lm/benchmarks/lm_eval.tsv"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=GPU["gpu"],
+        gpu_model=GPU["gpu_model"],
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule lm_figures:
+    input:
+        table=rules.lm_eval.output.table,
+        curve_target="results/{scale}/lm/train/target_curve.json",
+        curve_draft="results/{scale}/lm/train/draft_curve.json",
+    output:
+        curve="results/{scale}/lm/figures/training_curve.png",
+        accuracy="results/{scale}/lm/figures/accuracy_vs_trace_length.png",
+    params:
+        stage="lm.figures",
+        spec=paths_spec,
+        settings=settings_of("lm", "seeds"),
+    log:
+        "results/{scale}/lm/logs/lm_figures.log",
+    benchmark:
+        "results/{scale}/lm/benchmarks/lm_figures.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        STAGE
