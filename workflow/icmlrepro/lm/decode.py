@@ -20,8 +20,9 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-# selector(layer_idx, query[b, heads, 1, d], key[b, kv_heads, n, d], value) -> bool keep[b, heads, n] or None
-Selector = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], "torch.Tensor | None"]
+# selector(layer_idx, query[b, heads, 1, d], key[b, kv_heads, n, d], value, positions=position_ids[b, 1])
+#   -> bool keep[b, heads, n] or None (dense)
+Selector = Callable[..., "torch.Tensor | None"]
 
 
 @dataclass
@@ -108,7 +109,7 @@ def register_selector(name: str, selector: Selector | None) -> str:
 
     def attention(module, query, key, value, attention_mask, **kwargs):
         if selector is not None and query.shape[2] == 1:
-            keep = selector(module.layer_idx, query, key, value)
+            keep = selector(module.layer_idx, query, key, value, positions=kwargs.get("position_ids"))
             if keep is not None:
                 keep = keep[:, :, None, :]  # [b, heads, 1, n]
                 if attention_mask is None:

@@ -1,4 +1,5 @@
-"""AsyncSpade's query predictor and the token selectors (oracle top-k, Quest) on hand-made cases."""
+"""AsyncSpade: query predictor, token selectors (oracle top-k, Quest) on hand-made cases, and sparse decoding
+through the substrate's attention hook (sync and async selection)."""
 
 import math
 
@@ -85,3 +86,51 @@ def test_recall_of_oracle_is_one():
     q, k = torch.randn(1, 2, 8), torch.randn(1, 1, 50, 8)
     ref = oracle_topk(q, k, 10)
     assert torch.allclose(recall(ref, ref), torch.ones(1, 2, dtype=torch.float64))
+
+
+# --- decoding with the selectors plugged into the substrate's attention hook ---------------------
+import numpy as np  # noqa: E402
+
+from icmlrepro.lm import decode as D  # noqa: E402
+from icmlrepro.lm import tasks  # noqa: E402
+from icmlrepro.lm.model import build_model  # noqa: E402
+from icmlrepro.lm.tokenizer import train_tokenizer  # noqa: E402
+from icmlrepro.lm.train import train  # noqa: E402
+from icmlrepro.papers.asyncspade.decoding import METHODS, SparseAttention, overlap_summary  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lm():
+    rng = np.random.default_rng(0)
+    corpus = [t for f in tasks.FAMILIES for t in tasks.generate(f, 30, (4, 10), rng)]
+    tok = train_tokenizer(t.text for t in corpus)
+    model = build_model(len(tok), dict(hidden=32, intermediate=64, layers=3, heads=4, kv_heads=2,
+                                       max_positions=512), tok, seed=0)
+    train(model, tok, corpus, steps=30, batch_size=16, lr=3e-3, seed=0)
+    return model, tok, [t.prompt for t in corpus[::17]]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_budget_covering_context_equals_full_attention(lm, method, asynchronous):
+    model, tok, prompts = lm
+    ref = D.generate(model, tok, prompts, 40).tokens
+    with SparseAttention(model, method, budget=10_000, window=8, dense_layers=1, asynchronous=asynchronous):
+        out = D.generate(model, tok, prompts, 40).tokens
+    assert out == ref
+
+
+def test_asyncspade_selects_within_budget_and_measures(lm):
+    model, tok, prompts = lm
+    with SparseAttention(model, "asyncspade", budget=8, window=8, dense_layers=1, measure=True) as sa:
+        D.generate(model, tok, prompts, 30)
+    summary = overlap_summary(sa.stats)
+    assert sa.stats["selections"] > 0 and 0.0 <= summary["wait_rate"] <= 1.0
+    assert 0.0 < summary["mean_recall"] <= 1.0 and -1.0 <= summary["mean_cosine"] <= 1.0
+
+
+def test_small_budget_changes_the_output(lm):
+    model, tok, prompts = lm
+    ref = D.generate(model, tok, prompts, 30).tokens
+    with SparseAttention(model, "oracle", budget=2, dense_layers=0):
+        assert D.generate(model, tok, prompts, 30).tokens != ref
