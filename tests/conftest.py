@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from icmlrepro.core.paths import copy_workflow as _copy_workflow
+
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "report", "profiles", "envs")
 
 
 def copy_workflow(dest: Path) -> Path:
-    """A copy of the workflow's tracked parts in ``dest``, so tests never touch the user's results."""
-    for part in WORKFLOW_PARTS:
-        src = ROOT / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.html"))
-        else:
-            shutil.copy2(src, dest / part)
-    return dest
+    """A scratch copy of the workflow, so tests never touch the user's results."""
+    return _copy_workflow(dest, ROOT)
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,

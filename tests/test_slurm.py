@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from .conftest import ROOT, copy_workflow, snakemake
+from .conftest import copy_workflow, snakemake
 from .test_pipeline_smoke import LEC, non_timing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -38,7 +38,6 @@ def slurm_run(tmp_path_factory):
             pytest.fail(reason)
         pytest.skip(reason)
     work = copy_workflow(tmp_path_factory.mktemp("slurm"))
-    shutil.copytree(ROOT / "slurm", work / "slurm")
     marker = work / "fail-once.txt"
     proc = snakemake(work, "--profile", "slurm", "--config", "scale=smoke", *FAST_POLL,
                      env={"ICMLREPRO_FAIL_ONCE": f"lec.train:{marker}"}, timeout=420)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import yaml
 
+from icmlrepro.core.paths import copy_workflow
+
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("Snakefile", "workflow", "config", "resources", "report", "profiles", "envs")
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
@@ -32,14 +33,7 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 
 def scratch() -> Path:
-    work = Path(tempfile.mkdtemp(prefix="icmlrepro-bench-"))
-    for part in PARTS:
-        src = ROOT / part
-        if src.is_dir():  # rendered reports stay behind, or Snakemake would find nothing to do
-            shutil.copytree(src, work / part, ignore=shutil.ignore_patterns("*.html", "__pycache__"))
-        else:
-            shutil.copy2(src, work / part)
-    return work
+    return copy_workflow(Path(tempfile.mkdtemp(prefix="icmlrepro-bench-")), ROOT)
 
 
 def main() -> None:
