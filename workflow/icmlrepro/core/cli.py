@@ -3,8 +3,9 @@
 ``icmlrepro stage <paper>.<stage> --spec JSON`` imports ``icmlrepro.papers.<paper>.<stage>``
 and calls its ``run(job)``. The spec carries the rule's named inputs, outputs, wildcards and
 threads; the settings carry the paper's config block at the job's scale, so the stage never
-reads the config file itself: what Snakemake tracks as params is exactly what the stage sees. Before the stage runs, threads are limited, hub libraries are set
-offline and outbound network is refused.
+reads the config file itself: what Snakemake tracks as params is exactly what the stage sees.
+Before the stage runs, threads are limited, hub libraries are set offline and outbound network
+is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .device import scheduler_facts
 from .offline import install_network_guard
 from .seeding import set_threads
 
@@ -67,7 +69,8 @@ def _fail_once(stage: str, job: Job) -> None:
     """Test hook: ``ICMLREPRO_FAIL_ONCE=<paper.stage>:<file>`` makes the first attempt of that stage fail.
 
     Each attempt of that stage appends a line (scheduler job id, wildcards) to the file; the
-    very first one then raises. Used by the SLURM test that proves retries with escalated resources; inert unless set.
+    very first one then raises. Used by the SLURM test that proves retries with escalated
+    resources; inert unless set.
     """
     spec = os.environ.get("ICMLREPRO_FAIL_ONCE", "")
     target, _, path = spec.partition(":")
@@ -96,9 +99,9 @@ def run_stage(stage: str, spec: dict) -> None:
     set_threads(job.threads)
     install_network_guard()
     log.info("stage %s: network guard on, %d thread(s)", stage, job.threads)
-    slurm = {k: v for k, v in os.environ.items() if k in ("SLURM_JOB_ID", "SLURM_MEM_PER_NODE", "SLURM_GPUS")}
-    if slurm:
-        log.info("stage %s: SLURM %s", stage, " ".join(f"{k}={v}" for k, v in sorted(slurm.items())))
+    scheduler = scheduler_facts()
+    if scheduler:
+        log.info("stage %s: scheduler %s", stage, " ".join(f"{k}={v}" for k, v in sorted(scheduler.items())))
     _fail_once(stage, job)
     t0 = time.perf_counter()
     module.run(job)

@@ -18,6 +18,11 @@ SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_GPUS", "SLURM_GP
                   "SLURM_JOB_GPUS", "SLURM_MEM_PER_NODE", "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES")
 
 
+def scheduler_facts() -> dict[str, str]:
+    """The scheduler variables (SLURM job id, GPUs, CPUs...) this process was started with."""
+    return {k: os.environ[k] for k in SCHEDULER_VARS if k in os.environ}
+
+
 def torch_device(prefer_gpu: bool = True) -> str:
     import torch
 
@@ -42,7 +47,7 @@ def probe() -> dict:
         "torch": torch.__version__,
         "cuda_available": torch.cuda.is_available(),
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-        "scheduler": {k: os.environ[k] for k in SCHEDULER_VARS if k in os.environ},
+        "scheduler": scheduler_facts(),
     }
     try:
         import triton

@@ -68,7 +68,7 @@ def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, do_sampl
         done |= nxt == tokenizer.eos_token_id
         if bool(done.all()):
             break
-        mask = torch.cat([mask, (~done).long()[:, None] | 1], dim=1)
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)  # finished rows feed padding, never read
         pos = pos + 1
         logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache,
                        use_cache=True).logits[:, -1]

@@ -41,7 +41,6 @@ class SparseAttention:
         self.stats = {"selections": 0, "waits": 0, "recall": [], "cosine": []}
         self._pending: dict[int, Future | tuple] = {}
         self._history: dict[int, list[torch.Tensor]] = {}
-        self._predicted: dict[int, torch.Tensor] = {}
         self._name = register_selector(f"icmlrepro_{method}_{next(_ids)}", self._select)
         self._recorder = None
         self._executor = None
