@@ -7,13 +7,17 @@ import pytest
 import torch
 
 from icmlrepro.papers.asyncspade.predictor import cosine, predict_next, ridge_ar_coefficients
+from icmlrepro.papers.asyncspade import kernels
 from icmlrepro.papers.asyncspade.selectors import (
-    oracle_topk,
-    quest_mask,
+    PageTable,
+    indices_to_mask,
+    oracle_indices,
+    page_bounds,
+    quest_indices,
     quest_page_scores,
     recall,
     token_scores,
-    topk_mask,
+    topk_indices,
 )
 
 
@@ -51,11 +55,14 @@ def test_token_scores_follow_gqa_grouping():
     assert torch.allclose(s[0, 0], k[0, 0] @ q[0, 0])
 
 
-def test_topk_keeps_budget_plus_newest_and_everything_when_budget_covers_context():
+def test_topk_keeps_budget_with_the_newest_and_skips_padding():
     scores = torch.tensor([[[5.0, 1.0, 4.0, 0.0, 3.0, -1.0]]])
-    keep = topk_mask(scores, 2)
-    assert keep.tolist() == [[[True, False, True, False, False, True]]]
-    assert topk_mask(scores, 6).all() and oracle_topk(torch.randn(1, 2, 4), torch.randn(1, 1, 3, 4), 8).all()
+    assert indices_to_mask(topk_indices(scores, 3), 6).tolist() == [[[True, False, True, False, False, True]]]
+    valid = torch.tensor([[False, True, True, True, True, True]])
+    keep = indices_to_mask(topk_indices(scores, 3, valid), 6)
+    assert keep.tolist() == [[[False, False, True, False, True, True]]]
+    idx = topk_indices(scores, 6, valid)  # budget above the valid count: one empty slot
+    assert (idx == -1).sum() == 1 and indices_to_mask(idx, 6).sum() == 5
 
 
 def test_quest_page_score_hand_computed():
@@ -75,17 +82,54 @@ def test_quest_page_score_bounds_every_token_score():
 
 def test_quest_keeps_min_pages_and_the_current_page():
     q, k = torch.randn(1, 2, 8), torch.randn(1, 1, 100, 8)  # 7 pages of 16 (last partial)
-    keep = quest_mask(q, k, budget=16, page_size=16)  # budget of one page -> at least 3 pages
-    assert keep.shape == (1, 2, 100)
-    assert (keep.sum(-1) >= 2 * 16 + 4).all()  # 3 pages, one of them the partial last page (4 tokens)
+    idx = quest_indices(q, k, budget=16, page_size=16)  # budget of one page -> at least 3 pages
+    keep = indices_to_mask(idx, 100)
+    assert idx.shape == (1, 2, 48) and (keep.sum(-1) == 2 * 16 + 4).all()  # one page is the partial last one
     assert keep[..., 96:].all()
-    assert quest_mask(q, k, budget=4096).all()
+    assert quest_indices(q, k, budget=4096) is None
+
+
+def test_incremental_page_table_equals_recomputed_bounds():
+    keys = torch.randn(2, 2, 70, 8)
+    valid = torch.ones(2, 70, dtype=torch.bool)
+    valid[1, :19] = False  # left padding of the second row
+    table = PageTable(16)
+    for n in range(40, 71):  # decode steps: one more key each time
+        got = table.bounds(keys[:, :, :n], valid[:, :n])
+        ref = page_bounds(keys[:, :, :n], 16, valid[:, :n])
+        assert all(torch.equal(a, b) for a, b in zip(got, ref))
+    assert not table.bounds(keys[:, :, :20], valid[:, :20])[2][1, 0]  # restarted; the padded page is empty
 
 
 def test_recall_of_oracle_is_one():
     q, k = torch.randn(1, 2, 8), torch.randn(1, 1, 50, 8)
-    ref = oracle_topk(q, k, 10)
-    assert torch.allclose(recall(ref, ref), torch.ones(1, 2, dtype=torch.float64))
+    ref = oracle_indices(q, k, 10)
+    assert torch.allclose(recall(ref, ref, 50), torch.ones(1, 2, dtype=torch.float64))
+
+
+# --- Triton kernels under the interpreter against their torch references -------------------------
+def test_kernels_match_references_under_interpreter():
+    """A fresh process: Triton decides at import whether it interprets."""
+    import json
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "icmlrepro.papers.asyncspade.kernel_check"], capture_output=True,
+                          text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)
+    assert len(results) >= 4
+    for r in results:
+        assert r["kernels_used"], r
+        assert r["gather_attention"] < 1e-4 and r["token_scores"] < 1e-3 and r["quest_page_scores"] < 1e-3, r
+
+
+def test_gather_attention_over_every_token_equals_dense_attention():
+    q, k, v = torch.randn(2, 4, 16), torch.randn(2, 2, 33, 16), torch.randn(2, 2, 33, 16)
+    idx = torch.randperm(33).expand(2, 4, 33)  # order does not matter
+    dense = torch.nn.functional.scaled_dot_product_attention(
+        q[:, :, None], k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))[:, :, 0]
+    assert torch.allclose(kernels.gather_attention(q, k, v, idx, 16 ** -0.5), dense, atol=1e-5)
 
 
 # --- decoding with the selectors plugged into the substrate's attention hook ---------------------
@@ -134,3 +178,19 @@ def test_small_budget_changes_the_output(lm):
     ref = D.generate(model, tok, prompts, 30).tokens
     with SparseAttention(model, "oracle", budget=2, dense_layers=0):
         assert D.generate(model, tok, prompts, 30).tokens != ref
+
+
+def test_index_path_over_all_valid_tokens_equals_dense_decoding(lm):
+    """The gather-attention path of the hook, with left-padded prompts: listing every valid token
+    (padding excluded through ``valid``) decodes exactly as dense attention does."""
+    model, tok, prompts = lm
+    ref = D.generate(model, tok, prompts, 30).tokens
+
+    def every_valid(layer, q, k, v, positions=None, valid=None):
+        return topk_indices(torch.zeros(q.shape[0], q.shape[1], k.shape[2]), k.shape[2], valid)
+
+    model.set_attn_implementation(D.register_selector("test_all_indices", every_valid, kernels.gather_attention))
+    try:
+        assert D.generate(model, tok, prompts, 30).tokens == ref
+    finally:
+        model.set_attn_implementation("sdpa")

@@ -105,7 +105,7 @@ def test_hook_selecting_everything_equals_default_attention(trained, tok, corpus
     ref = D.generate(trained, tok, prompts, 30)
     calls = []
 
-    def everything(layer, q, k, v, positions=None):
+    def everything(layer, q, k, v, **_):
         calls.append(layer)
         return torch.ones(q.shape[0], q.shape[1], k.shape[2], dtype=torch.bool)
 
@@ -121,7 +121,7 @@ def test_hook_restricting_attention_changes_the_output(trained, tok, corpus):
     prompts = [t.prompt for t in corpus[::23]]
     ref = D.generate(trained, tok, prompts, 20).tokens
 
-    def last_only(layer, q, k, v, positions=None):
+    def last_only(layer, q, k, v, **_):
         keep = torch.zeros(q.shape[0], q.shape[1], k.shape[2], dtype=torch.bool)
         keep[..., -1] = True
         return keep

@@ -20,9 +20,12 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-# selector(layer_idx, query[b, heads, 1, d], key[b, kv_heads, n, d], value, positions=position_ids[b, 1])
-#   -> bool keep[b, heads, n] or None (dense)
+# selector(layer_idx, query[b, heads, 1, d], key[b, kv_heads, n, d], value, positions=position_ids[b, 1],
+#          valid=bool[b, n] (False at left padding))
+#   -> None (dense), a bool keep-mask [b, heads, n], or int indices [b, heads, k] (-1 = empty slot)
 Selector = Callable[..., "torch.Tensor | None"]
+# sparse_attend(query[b, heads, d], key, value, indices[b, heads, k], scale) -> [b, heads, d]
+SparseAttend = Callable[..., torch.Tensor]
 
 
 @dataclass
@@ -98,31 +101,47 @@ def tpot(step_seconds: list[float], warmup: int = 3) -> float:
     return float(np.median(s)) if s else float("nan")
 
 
-def register_selector(name: str, selector: Selector | None) -> str:
+def register_selector(name: str, selector: Selector | None, sparse_attend: SparseAttend | None = None) -> str:
     """Register an attention function that applies ``selector`` at decode steps; returns ``name``.
 
     Prefill (more than one query position) always runs dense attention. At a decode step the
-    selector returns a boolean keep-mask over cached positions per query head (or None for dense);
-    positions not kept are masked out before the softmax. Use with
-    ``model.set_attn_implementation(name)``.
+    selector returns None (dense), a boolean keep-mask over cached positions per query head
+    (positions not kept are masked out before a dense softmax: same cost as full attention), or
+    integer indices of the positions to attend, which ``sparse_attend`` reads alone (a gather
+    kernel: the cost falls with the budget). Use with ``model.set_attn_implementation(name)``.
     """
 
     def attention(module, query, key, value, attention_mask, **kwargs):
-        if selector is not None and query.shape[2] == 1:
-            keep = selector(module.layer_idx, query, key, value, positions=kwargs.get("position_ids"))
-            if keep is not None:
-                keep = keep[:, :, None, :]  # [b, heads, 1, n]
-                if attention_mask is None:
-                    attention_mask = keep
-                elif attention_mask.dtype == torch.bool:
-                    attention_mask = attention_mask & keep
-                else:
-                    attention_mask = attention_mask.masked_fill(~keep, torch.finfo(attention_mask.dtype).min)
+        if selector is None or query.shape[2] != 1:
+            return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        valid = _valid_positions(attention_mask, key.shape[2])
+        sel = selector(module.layer_idx, query, key, value, positions=kwargs.get("position_ids"), valid=valid)
+        if sel is not None and sel.dtype != torch.bool:
+            if sparse_attend is None:
+                raise ValueError(f"selector {name!r} returned indices but no sparse_attend was registered")
+            out = sparse_attend(query[:, :, 0], key, value, sel, module.scaling)
+            return out[:, None].to(query.dtype), None  # [b, 1, heads, d], as sdpa_attention_forward
+        if sel is not None:
+            keep = sel[:, :, None, :]  # [b, heads, 1, n]
+            if attention_mask is None:
+                attention_mask = keep
+            elif attention_mask.dtype == torch.bool:
+                attention_mask = attention_mask & keep
+            else:
+                attention_mask = attention_mask.masked_fill(~keep, torch.finfo(attention_mask.dtype).min)
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
     AttentionInterface.register(name, attention)
     AttentionMaskInterface.register(name, sdpa_mask)  # the same masks as the default sdpa path
     return name
+
+
+def _valid_positions(attention_mask, n: int) -> torch.Tensor | None:
+    """Which cached positions the decode token may attend (False at left padding); None = all."""
+    if attention_mask is None:
+        return None
+    m = attention_mask[:, 0, -1, -n:]
+    return m if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
 
 
 class QueryRecorder:

@@ -1,18 +1,29 @@
-"""Sparse decoding with one selector interface: full, oracle top-k, Quest, AsyncSpade (sync or async).
+"""Sparse decoding with one selector interface: full, oracle top-k, Quest, AsyncSpade, and the ideal bound.
 
-:class:`SparseAttention` plugs into the substrate's decode-time attention hook. AsyncSpade keeps, per
-layer, the last ``window`` pre-RoPE queries (recorded at ``q_norm``); after the layer has used its
-selection for step t, it predicts q_{t+1} (ridge AR, ``predictor.py``), rotates it to position t+1
-and scores the cached keys: that selection is what step t+1 uses. With ``asynchronous=True`` the
-scoring runs on a worker thread while decoding continues (the disaggregated selection worker of the
-paper, on CPU threads here and a separate CUDA stream on GPU later); step t+1 waits only if the
-worker has fallen behind, and such waits are counted. Tokens that arrived after a selection was
-computed are always attended. Prefill and the first ``dense_layers`` layers are dense, as in Quest.
+:class:`SparseAttention` plugs into the substrate's decode-time attention hook. Every sparse method
+hands the hook the indices of the tokens to read, and the same gather-attention kernel
+(``kernels.gather_attention``) reads only those, so methods differ only in how (and when) they
+choose:
+
+- ``oracle``: token top-k with the true query, computed on the critical path (sequential dependency);
+- ``quest``: Quest's page estimate from per-page key bounds (kept incrementally), top pages;
+- ``asyncspade``: per layer, the last ``window`` pre-RoPE queries (recorded at ``q_norm``) predict
+  q_{t+1} (ridge AR, ``predictor.py``); the prediction is rotated to position t+1 and scored against
+  the cached keys. With ``asynchronous=True`` that runs on a worker thread while decoding goes on
+  (the paper's disaggregated selection worker: a thread on its own core here, a separate device or
+  stream on GPU); step t+1 waits only if the worker fell behind, and waits are counted and timed.
+  The token written at step t+1 is always attended.
+- ``ideal``: the newest ``budget`` tokens, indices given for free: the same sparse forward with no
+  selection cost, the "theoretical optimal TPOT" of the claim.
+
+Prefill and the first ``dense_layers`` layers are dense, as in Quest; a budget covering the whole
+context is dense too.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
@@ -20,10 +31,11 @@ from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
 
 from icmlrepro.lm.decode import QueryRecorder, register_selector
 
+from .kernels import gather_attention
 from .predictor import cosine, predict_next
-from .selectors import oracle_topk, quest_mask, recall, token_scores, topk_mask
+from .selectors import PageTable, oracle_indices, quest_indices, recall, token_scores, topk_indices
 
-METHODS = ("full", "oracle", "quest", "asyncspade")
+METHODS = ("full", "oracle", "quest", "asyncspade", "ideal")
 _ids = itertools.count()
 
 
@@ -31,17 +43,20 @@ class SparseAttention:
     """Context manager that decodes ``model`` with one selection method at a token ``budget``."""
 
     def __init__(self, model, method: str, budget: int, window: int = 16, order: int = 2, lam: float = 1e-3,
-                 dense_layers: int = 2, page_size: int = 16, asynchronous: bool = True, measure: bool = False):
+                 dense_layers: int = 2, page_size: int = 16, min_pages: int = 3, asynchronous: bool = True,
+                 measure: bool = False):
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r} (known: {', '.join(METHODS)})")
         self.model, self.method, self.budget = model, method, budget
         self.window, self.order, self.lam = window, order, lam
-        self.dense_layers, self.page_size = dense_layers, page_size
+        self.dense_layers, self.page_size, self.min_pages = dense_layers, page_size, min_pages
         self.asynchronous, self.measure = asynchronous, measure
-        self.stats = {"selections": 0, "waits": 0, "recall": [], "cosine": []}
-        self._pending: dict[int, Future | tuple] = {}
+        self.stats = {"selections": 0, "waits": 0, "wait_seconds": 0.0, "predict_seconds": 0.0,
+                      "score_seconds": 0.0, "recall": [], "cosine": []}
+        self._pending: dict[int, tuple[int, Future | tuple]] = {}
         self._history: dict[int, list[torch.Tensor]] = {}
-        self._name = register_selector(f"icmlrepro_{method}_{next(_ids)}", self._select)
+        self._tables: dict[int, PageTable] = {}
+        self._name = register_selector(f"icmlrepro_{method}_{next(_ids)}", self._select, gather_attention)
         self._recorder = None
         self._executor = None
 
@@ -61,56 +76,80 @@ class SparseAttention:
             self._executor.shutdown(wait=True)
 
     # -- selection --------------------------------------------------------------------------------
-    def _select(self, layer: int, query, key, value, positions=None):
+    def _select(self, layer: int, query, key, value, positions=None, valid=None):
         if self.method == "full" or layer < self.dense_layers:
             return None
         q = query[:, :, 0, :]
+        n = key.shape[2]
+        if self.method == "asyncspade":
+            return self._asyncspade(layer, q, key, positions, valid)
+        if self.budget >= n:
+            return None
         if self.method == "oracle":
-            return oracle_topk(q, key, self.budget)
+            return oracle_indices(q, key, self.budget, valid)
         if self.method == "quest":
-            return quest_mask(q, key, self.budget, self.page_size)
-        return self._asyncspade(layer, q, key, positions)
+            table = self._tables.setdefault(layer, PageTable(self.page_size))
+            return quest_indices(q, key, self.budget, self.page_size, self.min_pages, valid, table)
+        idx = torch.arange(n - self.budget, n, device=key.device).expand(q.shape[0], q.shape[1], -1)  # ideal
+        return idx if valid is None else idx.masked_fill(~valid[:, None, n - self.budget:], -1)
 
-    def _asyncspade(self, layer: int, q, key, positions):
+    def _asyncspade(self, layer: int, q, key, positions, valid):
         n = key.shape[2]
         pre = self._recorder.queries[layer][-1][:, -1]  # this step's pre-RoPE query [b, heads, d]
         self._recorder.queries[layer].clear()
         hist = self._history.setdefault(layer, [])
+        if hist and hist[-1].shape != pre.shape:
+            hist.clear()
         hist.append(pre)
         del hist[: -self.window]
-        keep = None
-        pending = self._pending.pop(layer, None)
-        if pending is not None:
+        idx = None
+        submitted_at, pending = self._pending.pop(layer, (None, None))
+        if pending is not None and submitted_at == n - 1:  # the selection made at the previous step
             if isinstance(pending, Future):
                 if not pending.done():
                     self.stats["waits"] += 1
-                pending = pending.result()
-            prev_keep, q_pred = pending
-            keep = torch.ones(q.shape[0], q.shape[1], n, dtype=torch.bool)
-            keep[..., : prev_keep.shape[-1]] = prev_keep  # newer tokens stay attended
+                    t0 = time.perf_counter()
+                    pending = pending.result()
+                    self.stats["wait_seconds"] += time.perf_counter() - t0
+                else:
+                    pending = pending.result()
+            prev, q_pred = pending
             self.stats["selections"] += 1
-            if self.measure:
-                self.stats["recall"].append(float(recall(keep, oracle_topk(q, key, self.budget)).mean()))
+            if prev is not None:  # plus the token written at this step
+                newest = torch.full_like(prev[..., :1], n - 1)
+                idx = torch.cat([prev, newest], dim=-1)
+            if self.measure and self.budget < n:
+                ref = oracle_indices(q, key, self.budget, valid)
+                mine = idx if idx is not None else topk_indices(token_scores(q, key), n, valid)
+                self.stats["recall"].append(float(recall(mine, ref, n).mean()))
                 self.stats["cosine"].append(float(cosine(q_pred, q).mean()))
         if len(hist) > self.order and positions is not None:
-            args = (layer, torch.stack(hist, dim=-2), key, positions[:, -1] + 1)
-            self._pending[layer] = (self._executor.submit(self._next_selection, *args) if self._executor
-                                    else self._next_selection(*args))
-        return keep
+            args = (torch.stack(hist, dim=-2), key, positions[:, -1] + 1, valid)
+            job = self._executor.submit(self._next_selection, *args) if self._executor else self._next_selection(*args)
+            self._pending[layer] = (n, job)
+        return idx
 
-    def _next_selection(self, layer: int, history, key, next_pos):
+    def _next_selection(self, history, key, next_pos, valid):
         """Predict the next query, rotate it to its position, and pick the budgeted tokens."""
+        t0 = time.perf_counter()
         q_pre = predict_next(history, self.order, self.lam)                    # [b, heads, d]
+        t1 = time.perf_counter()
         cos, sin = self.model.model.rotary_emb(q_pre, next_pos[:, None])
         q_rot, _ = apply_rotary_pos_emb(q_pre[:, :, None, :], q_pre[:, :, None, :], cos, sin)
         q_rot = q_rot[:, :, 0, :]
-        return topk_mask(token_scores(q_rot, key), self.budget, always_last=0), q_rot
+        n = key.shape[2]
+        # budget - 1 from the cache seen now: the token written next step is added on top
+        idx = None if self.budget > n else topk_indices(token_scores(q_rot, key), self.budget - 1, valid, newest=0)
+        self.stats["predict_seconds"] += t1 - t0
+        self.stats["score_seconds"] += time.perf_counter() - t1
+        return idx, q_rot
 
 
 def overlap_summary(stats: dict) -> dict:
-    """How often the decode loop waited for the selection worker, and prediction quality."""
+    """How often and how long the decode loop waited for the selection worker, and prediction quality."""
     sel = max(stats["selections"], 1)
-    out = {"wait_rate": stats["waits"] / sel}
+    out = {"wait_rate": stats["waits"] / sel, "wait_seconds": stats["wait_seconds"],
+           "predict_seconds": stats["predict_seconds"], "score_seconds": stats["score_seconds"]}
     for k in ("recall", "cosine"):
         if stats[k]:
             out[f"mean_{k}"] = float(sum(stats[k]) / len(stats[k]))
