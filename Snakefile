@@ -13,6 +13,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/device.smk"
 include: "workflow/rules/lm.smk"
 include: "workflow/rules/lec.smk"
+include: "workflow/rules/asyncspade.smk"
 include: "workflow/rules/report.smk"
 
 

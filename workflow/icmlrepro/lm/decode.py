@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 from transformers import AttentionInterface, DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -93,6 +94,39 @@ def generate_full_recompute(model, tokenizer, prompt: str, max_new_tokens: int) 
         out.append(nxt)
         ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
     return out
+
+
+class PreallocatedLayer(DynamicLayer):
+    """A KV-cache layer that writes each step into a preallocated buffer (doubled when full) and hands
+    attention views of it, as serving engines do: appending a token costs O(1), not a copy of the
+    whole cache (transformers' default concatenates), so decode-step timings reflect attention.
+    Views handed out earlier stay valid: later tokens land beyond them."""
+
+    def __init__(self, capacity: int, **kwargs):
+        super().__init__(**kwargs)
+        self.capacity = capacity
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self._kbuf = self._vbuf = None
+        n, new = self.get_seq_length(), key_states.shape[-2]
+        if self._kbuf is None or self._kbuf.shape[0] != key_states.shape[0] or n + new > self._kbuf.shape[-2]:
+            cap = max(self.capacity, 2 * (n + new))
+            shape = (*key_states.shape[:-2], cap, key_states.shape[-1])
+            kbuf, vbuf = key_states.new_empty(shape), value_states.new_empty(shape)
+            if n:
+                kbuf[..., :n, :], vbuf[..., :n, :] = self.keys, self.values
+            self._kbuf, self._vbuf = kbuf, vbuf
+        self._kbuf[..., n: n + new, :] = key_states
+        self._vbuf[..., n: n + new, :] = value_states
+        self.keys, self.values = self._kbuf[..., : n + new, :], self._vbuf[..., : n + new, :]
+        return self.keys, self.values
+
+
+def preallocated_cache(model, capacity: int) -> Cache:
+    """A cache of :class:`PreallocatedLayer` for every layer of ``model`` (capacity in tokens)."""
+    return Cache(layers=[PreallocatedLayer(capacity) for _ in range(model.config.num_hidden_layers)])
 
 
 def tpot(step_seconds: list[float], warmup: int = 3) -> float:

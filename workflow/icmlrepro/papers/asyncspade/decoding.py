@@ -13,8 +13,8 @@ choose:
   (the paper's disaggregated selection worker: a thread on its own core here, a separate device or
   stream on GPU); step t+1 waits only if the worker fell behind, and waits are counted and timed.
   The token written at step t+1 is always attended.
-- ``ideal``: the newest ``budget`` tokens, indices given for free: the same sparse forward with no
-  selection cost, the "theoretical optimal TPOT" of the claim.
+- ``ideal``: ``budget`` tokens spread over the context, indices given for free (drawn once): the same
+  sparse forward with no selection cost, the "theoretical optimal TPOT" of the claim.
 
 Prefill and the first ``dense_layers`` layers are dense, as in Quest; a budget covering the whole
 context is dense too.
@@ -44,18 +44,20 @@ class SparseAttention:
 
     def __init__(self, model, method: str, budget: int, window: int = 16, order: int = 2, lam: float = 1e-3,
                  dense_layers: int = 2, page_size: int = 16, min_pages: int = 3, asynchronous: bool = True,
-                 measure: bool = False):
+                 measure: bool = False, worker_threads: int | None = None):
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r} (known: {', '.join(METHODS)})")
         self.model, self.method, self.budget = model, method, budget
         self.window, self.order, self.lam = window, order, lam
         self.dense_layers, self.page_size, self.min_pages = dense_layers, page_size, min_pages
-        self.asynchronous, self.measure = asynchronous, measure
+        self.asynchronous, self.measure, self.worker_threads = asynchronous, measure, worker_threads
         self.stats = {"selections": 0, "waits": 0, "wait_seconds": 0.0, "predict_seconds": 0.0,
                       "score_seconds": 0.0, "recall": [], "cosine": []}
         self._pending: dict[int, tuple[int, Future | tuple]] = {}
         self._history: dict[int, list[torch.Tensor]] = {}
         self._tables: dict[int, PageTable] = {}
+        self._free = None  # the ideal method's indices
+        self._stream = None  # CUDA: the selection worker's stream
         self._name = register_selector(f"icmlrepro_{method}_{next(_ids)}", self._select, gather_attention)
         self._recorder = None
         self._executor = None
@@ -64,7 +66,8 @@ class SparseAttention:
         if self.method == "asyncspade":
             self._recorder = QueryRecorder(self.model)
             if self.asynchronous:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-select")
+                init = (lambda: torch.set_num_threads(self.worker_threads)) if self.worker_threads else None
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-select", initializer=init)
         self.model.set_attn_implementation(self._name)
         return self
 
@@ -90,8 +93,18 @@ class SparseAttention:
         if self.method == "quest":
             table = self._tables.setdefault(layer, PageTable(self.page_size))
             return quest_indices(q, key, self.budget, self.page_size, self.min_pages, valid, table)
-        idx = torch.arange(n - self.budget, n, device=key.device).expand(q.shape[0], q.shape[1], -1)  # ideal
-        return idx if valid is None else idx.masked_fill(~valid[:, None, n - self.budget:], -1)
+        return self._ideal(q, n, valid)
+
+    def _ideal(self, q, n: int, valid):
+        """Indices given for free: ``budget`` - 1 tokens spread over the context like a real selection
+        (drawn once, so no selection work per step) plus the newest token."""
+        if self._free is None or self._free.shape[:2] != q.shape[:2] or self._free.max() >= n - 1:
+            g = torch.Generator().manual_seed(n)
+            self._free = torch.stack([torch.randperm(n - 1, generator=g)[: self.budget - 1]
+                                      for _ in range(q.shape[0] * q.shape[1])]).view(*q.shape[:2], -1).to(q.device)
+        idx = torch.cat([self._free, torch.full_like(self._free[..., :1], n - 1)], dim=-1)
+        return idx if valid is None else idx.masked_fill(~torch.gather(valid[:, None, :].expand(-1, idx.shape[1], -1),
+                                                                       -1, idx), -1)
 
     def _asyncspade(self, layer: int, q, key, positions, valid):
         n = key.shape[2]
@@ -113,7 +126,12 @@ class SparseAttention:
                     self.stats["wait_seconds"] += time.perf_counter() - t0
                 else:
                     pending = pending.result()
-            prev, q_pred = pending
+            prev, q_pred, done_event = pending
+            if done_event is not None:  # CUDA: the worker's stream finished before this stream reads
+                torch.cuda.current_stream().wait_event(done_event)
+                for t in (prev, q_pred):
+                    if t is not None:
+                        t.record_stream(torch.cuda.current_stream())
             self.stats["selections"] += 1
             if prev is not None:  # plus the token written at this step
                 newest = torch.full_like(prev[..., :1], n - 1)
@@ -124,25 +142,47 @@ class SparseAttention:
                 self.stats["recall"].append(float(recall(mine, ref, n).mean()))
                 self.stats["cosine"].append(float(cosine(q_pred, q).mean()))
         if len(hist) > self.order and positions is not None:
-            args = (torch.stack(hist, dim=-2), key, positions[:, -1] + 1, valid)
+            ready = None
+            if key.is_cuda:  # the worker's stream must see this step's keys
+                ready = torch.cuda.Event()
+                ready.record()
+            args = (torch.stack(hist, dim=-2), key, positions[:, -1] + 1, valid, ready)
             job = self._executor.submit(self._next_selection, *args) if self._executor else self._next_selection(*args)
             self._pending[layer] = (n, job)
         return idx
 
-    def _next_selection(self, history, key, next_pos, valid):
-        """Predict the next query, rotate it to its position, and pick the budgeted tokens."""
+    def _next_selection(self, history, key, next_pos, valid, ready=None):
+        """Predict the next query, rotate it to its position, and pick the budgeted tokens (on CUDA in
+        the worker's own stream, so that selection overlaps the decode loop's kernels)."""
+        if ready is None:
+            return (*self._predict_and_score(history, key, next_pos, valid), None)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=key.device)
+        with torch.cuda.stream(self._stream):
+            self._stream.wait_event(ready)
+            out = self._predict_and_score(history, key, next_pos, valid)
+            done = torch.cuda.Event()
+            done.record()
+        return (*out, done)
+
+    def _predict_and_score(self, history, key, next_pos, valid):
         t0 = time.perf_counter()
         q_pre = predict_next(history, self.order, self.lam)                    # [b, heads, d]
         t1 = time.perf_counter()
-        cos, sin = self.model.model.rotary_emb(q_pre, next_pos[:, None])
-        q_rot, _ = apply_rotary_pos_emb(q_pre[:, :, None, :], q_pre[:, :, None, :], cos, sin)
-        q_rot = q_rot[:, :, 0, :]
+        q_rot = rotate_to(self.model, q_pre, next_pos)
         n = key.shape[2]
         # budget - 1 from the cache seen now: the token written next step is added on top
         idx = None if self.budget > n else topk_indices(token_scores(q_rot, key), self.budget - 1, valid, newest=0)
         self.stats["predict_seconds"] += t1 - t0
         self.stats["score_seconds"] += time.perf_counter() - t1
         return idx, q_rot
+
+
+def rotate_to(model, q_pre: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Pre-RoPE queries ``[b, heads, d]`` rotated to ``positions[b]`` with the model's own rotary embedding."""
+    cos, sin = model.model.rotary_emb(q_pre, positions[:, None])
+    q_rot, _ = apply_rotary_pos_emb(q_pre[:, :, None, :], q_pre[:, :, None, :], cos, sin)
+    return q_rot[:, :, 0, :]
 
 
 def overlap_summary(stats: dict) -> dict:

@@ -44,16 +44,28 @@ def gather_attention_reference(query, keys, values, indices, scale: float):
     -> ``[b, h, d]`` fp32: softmax over the listed tokens only."""
     b, h, d = query.shape
     kvh = keys.shape[1]
-    group = h // kvh
-    kv_of_head = torch.arange(h, device=query.device) // group
+    kv_of_head = torch.arange(h, device=query.device) // (h // kvh)
     idx = indices.clamp(min=0).long()
     bi = torch.arange(b, device=query.device)[:, None, None]
-    k = keys[bi, kv_of_head[None, :, None], idx].float()    # [b, h, k, d]
-    v = values[bi, kv_of_head[None, :, None], idx].float()
+    k, v = _gather_rows(keys, bi, kv_of_head, idx), _gather_rows(values, bi, kv_of_head, idx)  # [b, h, k, d]
     s = torch.einsum("bhd,bhkd->bhk", query.float(), k) * scale
     s = s.masked_fill(indices < 0, float("-inf"))
     p = torch.softmax(s, dim=-1)
     return torch.einsum("bhk,bhkd->bhd", p, v)
+
+
+def _gather_rows(cache, bi, kv_of_head, idx):
+    """``cache[b, kv_of_head[h], idx[b, h, k]]`` as fp32 ``[b, h, k, d]``. A cache that is a slice of a
+    contiguous buffer along the token axis (the preallocated decode cache) is read as one table of
+    rows with a single index_select, several times faster on CPU than three-way fancy indexing."""
+    b, kvh, n, d = cache.shape
+    cap = cache.stride(1) // d if d else 0
+    fits = cache.storage_offset() + b * kvh * cap * d <= cache.untyped_storage().nbytes() // cache.element_size()
+    if cache.stride(3) == 1 and cache.stride(2) == d and cache.stride(0) == kvh * cache.stride(1) and cap >= n and fits:
+        rows = cache.as_strided((b * kvh * cap, d), (d, 1))
+        flat = ((bi * kvh + kv_of_head[None, :, None]) * cap + idx).reshape(-1)
+        return rows.index_select(0, flat).view(*idx.shape, d).float()
+    return cache[bi, kv_of_head[None, :, None], idx].float()
 
 
 if triton is not None:
@@ -149,8 +161,10 @@ def gather_attention(query, keys, values, indices, scale: float):
 
 def token_scores_reference(query, keys):
     """``query[b, h, d]`` . ``keys[b, kvh, n, d]`` -> ``[b, h, n]`` fp32 (GQA grouping)."""
-    k = keys.repeat_interleave(query.shape[1] // keys.shape[1], dim=1)
-    return torch.einsum("bhd,bhnd->bhn", query.float(), k.float())
+    b, h, d = query.shape
+    kvh = keys.shape[1]
+    q = query.float().view(b, kvh, h // kvh, d)  # query heads grouped by the kv head they read
+    return torch.matmul(q, keys.float().transpose(-1, -2)).view(b, h, -1)
 
 
 def token_scores(query, keys):
@@ -169,11 +183,11 @@ def token_scores(query, keys):
 
 def quest_page_scores_reference(query, page_max, page_min):
     """``query[b, h, d]``, ``page_max/page_min[b, kvh, P, d]`` -> ``[b, h, P]`` fp32."""
-    g = query.shape[1] // page_max.shape[1]
-    hi = page_max.repeat_interleave(g, dim=1).float()
-    lo = page_min.repeat_interleave(g, dim=1).float()
-    q = query.float()[:, :, None, :]
-    return torch.maximum(q * hi, q * lo).sum(-1)
+    b, h, d = query.shape
+    kvh = page_max.shape[1]
+    q = query.float().view(b, kvh, h // kvh, 1, d)
+    hi, lo = page_max.float()[:, :, None], page_min.float()[:, :, None]
+    return torch.maximum(q * hi, q * lo).sum(-1).view(b, h, -1)
 
 
 def quest_page_scores(query, page_max, page_min):

@@ -1,0 +1,109 @@
+"""Stage ``asyncspade.evaluate``: metrics.json from the prediction, accuracy and TPOT tables.
+
+Replicates: seeds for accuracy and query prediction (each seed draws new tasks and traces), and
+interleaved repetitions for timings (marked ``timing``; they are the only values that differ between
+two identical runs). Which workload a timing claim is read at:
+
+- TPOT reductions vs Quest and vs full attention: the heaviest workload of the sweep (longest
+  context, largest batch), the long-generation regime the paper targets;
+- full overlap and theoretical-optimal TPOT ("within a certain workload range"): the workload of the
+  sweep where AsyncSpade comes closest (least waiting; smallest ratio to the ideal sparse forward).
+
+Accuracy differences are paired per seed and averaged over the budgets of the sweep.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from icmlrepro.core.io import read_parquet
+from icmlrepro.core.metrics import MetricsFile
+
+from .tpot import METHODS as TIMED
+
+
+def accuracy_metrics(mf: MetricsFile, acc: pd.DataFrame, seeds: list[int]) -> None:
+    per = acc.groupby(["seed", "method", "budget"])["correct"].mean()
+    full = per.xs("full", level="method").droplevel("budget").reindex(seeds)
+    mf.add("accuracy.full", full.values, unit="fraction", direction="higher",
+           description="exact-answer accuracy with full attention (greedy)")
+    budgets = sorted(b for b in acc.budget.unique() if b > 0)
+    table = {}
+    for method in ("oracle", "quest", "asyncspade"):
+        for b in budgets:
+            v = per.xs((method, b), level=("method", "budget")).reindex(seeds)
+            table[method, b] = v.values
+            mf.add(f"accuracy.{method}.b{b}", v.values, unit="fraction", direction="higher",
+                   description=f"exact-answer accuracy, {method}, token budget {b}")
+
+    def diff(other):
+        return np.mean([table["asyncspade", b] - (full.values if other == "full" else table[other, b])
+                        for b in budgets], axis=0)
+
+    for other, name in (("quest", "quest"), ("full", "full"), ("oracle", "oracle_topk")):
+        mf.add(f"acc_asyncspade_minus_{name}", diff(other), unit="fraction", direction="higher",
+               description=f"AsyncSpade accuracy minus {other}'s, paired per seed, mean over budgets {budgets}")
+    rec = acc[acc.method == "asyncspade"].groupby("seed")["decode_recall"].mean().reindex(seeds)
+    mf.add("decode_topk_recall_asyncspade", rec.values, unit="fraction", direction="higher",
+           description="during decoding: recall of the true query's top-k by AsyncSpade's selection (mean over budgets)")
+
+
+def prediction_metrics(mf: MetricsFile, pred: pd.DataFrame, seeds: list[int], window: int, order: int) -> None:
+    per = pred.groupby(["seed", "predictor"])[["recall", "cosine"]].mean()
+    main = f"ridge AR({order}), W={window}"
+    ar = per.xs(main, level="predictor").reindex(seeds)
+    prev = per.xs("previous query", level="predictor").reindex(seeds)
+    mf.add("predicted_query_topk_recall", ar.recall.values, unit="fraction", direction="higher",
+           description=f"teacher-forced recall of the true query's top-k by the predicted query ({main})")
+    mf.add("predicted_query_cosine", ar.cosine.values, unit="cosine", direction="higher",
+           description=f"cosine of predicted and true pre-RoPE query ({main})")
+    mf.add("previous_query_topk_recall", prev.recall.values, unit="fraction", direction="higher",
+           description="the same recall when the previous query is reused unchanged (no regression)")
+    mf.add("recall_gain_over_previous_query", ar.recall.values - prev.recall.values, unit="fraction",
+           direction="higher", description="what the temporal regression adds over reusing the previous query")
+
+
+def tpot_metrics(mf: MetricsFile, tp: pd.DataFrame) -> None:
+    wide = tp.pivot_table(index=["context", "batch", "repeat"], columns="method", values="tpot_ms")
+    waits = tp[tp.method == "asyncspade"].set_index(["context", "batch", "repeat"])
+    for (ctx, b), w in wide.groupby(level=["context", "batch"]):
+        for m in TIMED:
+            mf.add(f"tpot_ms.{m}.n{ctx}.b{b}", w[m].values, unit="ms", direction="lower", timing=True,
+                   description=f"time per output token, {m}, context {ctx}, batch {b} (one value per repetition)")
+    heavy = (max(tp.context), max(tp.batch))
+    w = wide.xs(heavy, level=("context", "batch"))
+    for other in ("quest", "full"):
+        mf.add(f"tpot_reduction_vs_{other}", 1 - w["asyncspade"].values / w[other].values, unit="fraction",
+               direction="higher", timing=True,
+               description=f"1 - TPOT_asyncspade / TPOT_{other} at context {heavy[0]}, batch {heavy[1]}")
+    ratio = (wide["asyncspade"] / wide["ideal"]).groupby(level=["context", "batch"])
+    best = ratio.mean().idxmin()
+    mf.add("tpot_ratio_asyncspade_vs_ideal_sparse", ratio.get_group(best).values, unit="ratio", direction="lower",
+           timing=True, description=f"TPOT_asyncspade / TPOT with indices given for free, best workload "
+                                    f"(context {best[0]}, batch {best[1]})")
+    wr = waits.wait_rate.groupby(level=["context", "batch"])
+    best_w = wr.mean().idxmin()
+    mf.add("selection_wait_fraction_best_workload", wr.get_group(best_w).values, unit="fraction",
+           direction="lower", timing=True,
+           description=f"share of selections the decode loop waited for, best workload (context {best_w[0]}, "
+                       f"batch {best_w[1]})")
+    mf.add("selection_wait_fraction_heaviest_workload", waits.wait_rate.xs(heavy, level=("context", "batch")).values,
+           unit="fraction", direction="lower", timing=True,
+           description=f"share of selections waited for at context {heavy[0]}, batch {heavy[1]}")
+    h = waits.xs(heavy, level=("context", "batch"))
+    mf.add("predictor_time_share_of_step", h.predict_ms_per_step.values / w["ideal"].values, unit="fraction",
+           direction="lower", timing=True,
+           description=f"query-predictor time per decode step / ideal sparse step, context {heavy[0]}, batch {heavy[1]}")
+
+
+def run(job) -> None:
+    p = job.params
+    seeds = list(p["seeds"])
+    mf = MetricsFile("asyncspade", p["scale"], replicate="seed", replicates=seeds)
+    acc = pd.concat([read_parquet(f) for f in job.input.accuracy], ignore_index=True)
+    pred = pd.concat([read_parquet(f) for f in job.input.prediction], ignore_index=True)
+    accuracy_metrics(mf, acc, seeds)
+    prediction_metrics(mf, pred, seeds, p["window"], p["order"])
+    tpot_metrics(mf, read_parquet(job.input.tpot))
+    mf.write(job.output.metrics)

@@ -1,0 +1,12 @@
+"""File lists the Snakemake rules need, computed from the settings (never from the file system)."""
+
+from __future__ import annotations
+
+
+def per_seed_tables(settings: dict) -> dict[str, list[str]]:
+    """Named inputs of ``asyncspade_eval`` and ``asyncspade_figures``: the per-seed tables."""
+    scale, seeds = settings["scale"], settings["seeds"]
+    return {
+        "accuracy": [f"results/{scale}/asyncspade/accuracy/seed{s}.parquet" for s in seeds],
+        "prediction": [f"results/{scale}/asyncspade/prediction/seed{s}.parquet" for s in seeds],
+    }
