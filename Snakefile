@@ -14,6 +14,7 @@ include: "workflow/rules/device.smk"
 include: "workflow/rules/lm.smk"
 include: "workflow/rules/lec.smk"
 include: "workflow/rules/asyncspade.smk"
+include: "workflow/rules/onlinespec.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -32,6 +32,16 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     return proc
 
 
+def run_interpreted(module: str) -> list:
+    """``python -m module`` with TRITON_INTERPRET=1 in a fresh process (Triton reads the variable when it
+    is imported); the module prints a JSON list of kernel-vs-reference comparisons."""
+    import json
+    proc = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -1,13 +1,14 @@
 """AsyncSpade: query predictor, token selectors (oracle top-k, Quest) on hand-made cases, and sparse decoding
-through the substrate's attention hook (sync and async selection)."""
+through the substrate's attention hook (sync and async selection), the Triton kernels under the interpreter,
+and the smoke chain."""
 
 import math
 
 import pytest
 import torch
 
-from icmlrepro.papers.asyncspade.predictor import cosine, predict_next, ridge_ar_coefficients
 from icmlrepro.papers.asyncspade import kernels
+from icmlrepro.papers.asyncspade.predictor import cosine, predict_next, ridge_ar_coefficients
 from icmlrepro.papers.asyncspade.selectors import (
     PageTable,
     indices_to_mask,
@@ -19,6 +20,8 @@ from icmlrepro.papers.asyncspade.selectors import (
     token_scores,
     topk_indices,
 )
+
+from .conftest import copy_workflow, run_interpreted, snakemake
 
 
 def test_predictor_recovers_an_exact_ar2_sequence():
@@ -109,15 +112,7 @@ def test_recall_of_oracle_is_one():
 
 # --- Triton kernels under the interpreter against their torch references -------------------------
 def test_kernels_match_references_under_interpreter():
-    """A fresh process: Triton decides at import whether it interprets."""
-    import json
-    import os
-    import subprocess
-    import sys
-    proc = subprocess.run([sys.executable, "-m", "icmlrepro.papers.asyncspade.kernel_check"], capture_output=True,
-                          text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout)
+    results = run_interpreted("icmlrepro.papers.asyncspade.kernel_check")
     assert len(results) >= 4
     for r in results:
         assert r["kernels_used"], r
@@ -203,7 +198,6 @@ from icmlrepro.core import verdicts as V  # noqa: E402
 from icmlrepro.core.claims import load_claims  # noqa: E402
 from icmlrepro.core.metrics import load_metrics  # noqa: E402
 
-from .conftest import copy_workflow, snakemake  # noqa: E402
 from .test_pipeline_smoke import non_timing  # noqa: E402
 
 AS = Path("results/smoke/asyncspade")

@@ -1,0 +1,140 @@
+# OnlineSPEC: draft models that learn online from verification feedback (resources/claims/onlinespec.yaml).
+# lm_train (target and offline draft) -> onlinespec_stream (seed; prompts + the target's verification
+# feedback) -> onlinespec_tune (tuning stream: learning rate per arm) -> onlinespec_train (seed: every arm
+# through the stream, timed) -> onlinespec_eval -> onlinespec_figures. Decoding rules are GPU-tagged.
+from icmlrepro.papers.onlinespec.workflow_inputs import per_seed_tables, tuned_rates
+
+
+rule onlinespec_stream:
+    input:
+        target="results/{scale}/lm/models/target",
+    output:
+        stream="results/{scale}/onlinespec/stream/seed{seed}.parquet",
+    params:
+        stage="onlinespec.stream",
+        spec=paths_spec,
+        settings=settings_of("onlinespec", "schedule", "chunks_per_phase", "chunk_size", "steps_range",
+                             "max_new_tokens", "feedback_batch_size"),
+    log:
+        "results/{scale}/onlinespec/logs/onlinespec_stream/seed{seed}.log",
+    benchmark:
+        "results/{scale}/onlinespec/benchmarks/onlinespec_stream/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 20 * attempt,
+        gpu=GPU["gpu"],
+        gpu_model=GPU["gpu_model"],
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule onlinespec_tune:
+    input:
+        stream=rules.onlinespec_stream.output.stream,
+        target="results/{scale}/lm/models/target",
+        draft="results/{scale}/lm/models/draft",
+    output:
+        lrs="results/{scale}/onlinespec/tune/seed{seed}.json",
+    params:
+        stage="onlinespec.tune",
+        spec=paths_spec,
+        settings=settings_of("onlinespec", "gamma", "lr_grid", "momentum", "temperature", "steps_per_chunk",
+                             "batch_size", "comparator_steps", "n_timed", "max_new_tokens"),
+    log:
+        "results/{scale}/onlinespec/logs/onlinespec_tune/seed{seed}.log",
+    benchmark:
+        "results/{scale}/onlinespec/benchmarks/onlinespec_tune/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 30 * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule onlinespec_train:
+    input:
+        stream=rules.onlinespec_stream.output.stream,
+        lrs=lambda wildcards: tuned_rates(paper_settings(config, "onlinespec", wildcards.scale)),
+        target="results/{scale}/lm/models/target",
+        draft="results/{scale}/lm/models/draft",
+    output:
+        table="results/{scale}/onlinespec/online/seed{seed}.parquet",
+        costs="results/{scale}/onlinespec/online/seed{seed}_costs.json",
+    params:
+        stage="onlinespec.online",
+        spec=paths_spec,
+        settings=settings_of("onlinespec", "gamma", "lr_grid", "momentum", "temperature", "steps_per_chunk",
+                             "batch_size", "comparator_steps", "n_timed", "max_new_tokens"),
+    log:
+        "results/{scale}/onlinespec/logs/onlinespec_train/seed{seed}.log",
+    benchmark:
+        "results/{scale}/onlinespec/benchmarks/onlinespec_train/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 30 * attempt,
+        gpu=GPU["gpu"],
+        gpu_model=GPU["gpu_model"],
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule onlinespec_eval:
+    input:
+        unpack(lambda wildcards: per_seed_tables(paper_settings(config, "onlinespec", wildcards.scale))),
+    output:
+        metrics="results/{scale}/onlinespec/metrics.json",
+    params:
+        stage="onlinespec.evaluate",
+        spec=paths_spec,
+        settings=settings_of("onlinespec", "seeds", "gamma"),
+    log:
+        "results/{scale}/onlinespec/logs/onlinespec_eval.log",
+    benchmark:
+        "results/{scale}/onlinespec/benchmarks/onlinespec_eval.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule onlinespec_figures:
+    input:
+        unpack(lambda wildcards: per_seed_tables(paper_settings(config, "onlinespec", wildcards.scale))),
+    output:
+        acceptance=report("results/{scale}/onlinespec/figures/acceptance_per_chunk.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),
+        speedup=report("results/{scale}/onlinespec/figures/speedup_per_arm.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),
+    params:
+        stage="onlinespec.figures",
+        spec=paths_spec,
+        settings=settings_of("onlinespec"),
+    log:
+        "results/{scale}/onlinespec/logs/onlinespec_figures.log",
+    benchmark:
+        "results/{scale}/onlinespec/benchmarks/onlinespec_figures.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+PAPER_OUTPUTS["onlinespec"] = {
+    "metrics": rules.onlinespec_eval.output.metrics,
+    "figures": list(rules.onlinespec_figures.output),
+}
