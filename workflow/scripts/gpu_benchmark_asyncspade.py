@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 import torch
 
+from icmlrepro.core.device import benchmark_dir
+
 
 def kernel_speed(quick: bool) -> list[dict]:
     import triton.testing
@@ -85,11 +87,9 @@ def main() -> int:
     ap.add_argument("--out", default="results/gpu_benchmark/asyncspade")
     ap.add_argument("--quick", action="store_true", help="one workload per part (about a minute)")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA device: this benchmark needs a GPU (the CPU path runs in the pipeline)", file=sys.stderr)
+    out = benchmark_dir(args.out)
+    if out is None:
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     from icmlrepro.papers.asyncspade.kernel_check import SHAPES, compare
 
     t0 = time.time()

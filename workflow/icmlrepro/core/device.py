@@ -29,6 +29,22 @@ def torch_device(prefer_gpu: bool = True) -> str:
     return "cuda" if prefer_gpu and torch.cuda.is_available() else "cpu"
 
 
+def benchmark_dir(out: str) -> "Path | None":
+    """For the GPU benchmark scripts: the output folder (created), or None with a message on stderr
+    when there is no CUDA device (their CPU path is the pipeline's own)."""
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: this benchmark needs a GPU (the CPU path runs in the pipeline)", file=sys.stderr)
+        return None
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def gpu_resources(setting: str) -> dict:
     """Resources of a GPU rule from the config key ``gpu``: a model name, ``any`` or ``cpu``."""
     if setting == "cpu":

@@ -70,17 +70,22 @@ def _gather_rows(cache, bi, kv_of_head, idx):
 
 if triton is not None:
     @triton.jit
+    def _head_query(q_ptr, sq_b, sq_h, H, GROUP, D, BLOCK_D: tl.constexpr):
+        """This program's (batch, head), the kv head it reads, and its query in fp32."""
+        pid = tl.program_id(0)
+        bi = pid // H
+        hi = pid % H
+        offs_d = tl.arange(0, BLOCK_D)
+        dmask = offs_d < D
+        q = tl.load(q_ptr + bi * sq_b + hi * sq_h + offs_d, mask=dmask, other=0.0).to(tl.float32)
+        return bi, hi, hi // GROUP, offs_d, dmask, q
+
+    @triton.jit
     def _gather_attention_kernel(q_ptr, k_ptr, v_ptr, idx_ptr, out_ptr, scale,
                                  H, GROUP, K, D,
                                  sq_b, sq_h, sk_b, sk_h, sk_n, sv_b, sv_h, sv_n, si_b, si_h, so_b, so_h,
                                  BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
-        pid = tl.program_id(0)
-        bi = pid // H
-        hi = pid % H
-        kv = hi // GROUP
-        offs_d = tl.arange(0, BLOCK_D)
-        dmask = offs_d < D
-        q = tl.load(q_ptr + bi * sq_b + hi * sq_h + offs_d, mask=dmask, other=0.0).to(tl.float32)
+        bi, hi, kv, offs_d, dmask, q = _head_query(q_ptr, sq_b, sq_h, H, GROUP, D, BLOCK_D)
         m_i = tl.full((1,), float("-inf"), tl.float32)
         l_i = tl.zeros((1,), tl.float32)
         acc = tl.zeros((BLOCK_D,), tl.float32)
@@ -109,15 +114,9 @@ if triton is not None:
     def _token_scores_kernel(q_ptr, k_ptr, out_ptr, H, GROUP, N, D,
                              sq_b, sq_h, sk_b, sk_h, sk_n, so_b, so_h,
                              BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-        pid = tl.program_id(0)
-        bi = pid // H
-        hi = pid % H
-        kv = hi // GROUP
+        bi, hi, kv, offs_d, dmask, q = _head_query(q_ptr, sq_b, sq_h, H, GROUP, D, BLOCK_D)
         offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_d = tl.arange(0, BLOCK_D)
-        dmask = offs_d < D
         nmask = offs_n < N
-        q = tl.load(q_ptr + bi * sq_b + hi * sq_h + offs_d, mask=dmask, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + bi * sk_b + kv * sk_h + offs_n[:, None] * sk_n + offs_d[None, :],
                     mask=nmask[:, None] & dmask[None, :], other=0.0).to(tl.float32)
         tl.store(out_ptr + bi * so_b + hi * so_h + offs_n, tl.sum(k * q[None, :], axis=1), mask=nmask)
@@ -126,15 +125,9 @@ if triton is not None:
     def _quest_page_kernel(q_ptr, max_ptr, min_ptr, out_ptr, H, GROUP, P, D,
                            sq_b, sq_h, sm_b, sm_h, sm_p, so_b, so_h,
                            BLOCK_P: tl.constexpr, BLOCK_D: tl.constexpr):
-        pid = tl.program_id(0)
-        bi = pid // H
-        hi = pid % H
-        kv = hi // GROUP
+        bi, hi, kv, offs_d, dmask, q = _head_query(q_ptr, sq_b, sq_h, H, GROUP, D, BLOCK_D)
         offs_p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
-        offs_d = tl.arange(0, BLOCK_D)
-        dmask = offs_d < D
         pmask = offs_p < P
-        q = tl.load(q_ptr + bi * sq_b + hi * sq_h + offs_d, mask=dmask, other=0.0).to(tl.float32)
         off = bi * sm_b + kv * sm_h + offs_p[:, None] * sm_p + offs_d[None, :]
         m = pmask[:, None] & dmask[None, :]
         hi_k = tl.load(max_ptr + off, mask=m, other=0.0).to(tl.float32)

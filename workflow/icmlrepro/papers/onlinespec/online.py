@@ -99,12 +99,17 @@ def cost_ratio(target, draft, tok, reps: int = 30) -> dict:
     return out
 
 
-def run(job) -> None:
-    p = job.params
+def _models(job):
+    """The job's settings, seed (seeded), target, tokenizer and offline draft."""
     seed = int(job.wildcards.seed)
     seed_everything(seed)
     target, tok = load(job.input.target)
     draft, _ = load(job.input.draft)
+    return job.params, seed, target, tok, draft
+
+
+def run(job) -> None:
+    p, seed, target, tok, draft = _models(job)
     lrs = read_json(job.input.lrs)["best_lr"]
     stream = load_stream(job.input.stream)
     warm = feedback_of(stream.iloc[:1])  # first-call costs (allocations, dispatch caches) stay out of timings
@@ -116,11 +121,7 @@ def run(job) -> None:
 
 
 def run_tune(job) -> None:
-    p = job.params
-    seed = int(job.wildcards.seed)
-    seed_everything(seed)
-    target, tok = load(job.input.target)
-    draft, _ = load(job.input.draft)
+    p, seed, target, tok, draft = _models(job)
     df = load_stream(job.input.stream)
     rows = []
     for arm in SINGLE_LR:
