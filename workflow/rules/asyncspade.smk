@@ -2,7 +2,7 @@
 # lm_train (the substrate's target model; AsyncSpade trains nothing of its own: the query predictor
 # is fitted online) -> asyncspade_data (seed) -> asyncspade_predict (seed) / asyncspade_accuracy (seed)
 # and asyncspade_tpot -> asyncspade_eval -> asyncspade_figures. Decoding and kernel rules are GPU-tagged.
-from icmlrepro.papers.asyncspade.workflow_inputs import per_seed_tables
+from icmlrepro.papers.asyncspade.workflow_inputs import asyncspade_tables
 
 
 rule asyncspade_data:
@@ -106,7 +106,7 @@ rule asyncspade_tpot:
 
 rule asyncspade_eval:
     input:
-        unpack(lambda wildcards: per_seed_tables(paper_settings(config, "asyncspade", wildcards.scale))),
+        unpack(lambda wildcards: asyncspade_tables(paper_settings(config, "asyncspade", wildcards.scale))),
         tpot=rules.asyncspade_tpot.output.table,
     output:
         metrics="results/{scale}/asyncspade/metrics.json",
@@ -130,7 +130,7 @@ rule asyncspade_eval:
 
 rule asyncspade_figures:
     input:
-        unpack(lambda wildcards: per_seed_tables(paper_settings(config, "asyncspade", wildcards.scale))),
+        unpack(lambda wildcards: asyncspade_tables(paper_settings(config, "asyncspade", wildcards.scale))),
         tpot=rules.asyncspade_tpot.output.table,
     output:
         tpot=report("results/{scale}/asyncspade/figures/tpot_vs_context.png", caption="../../report/captions/asyncspade.rst", category="asyncspade"),

@@ -2,7 +2,7 @@
 # lm_train (target and offline draft) -> onlinespec_stream (seed; prompts + the target's verification
 # feedback) -> onlinespec_tune (tuning stream: learning rate per arm) -> onlinespec_train (seed: every arm
 # through the stream, timed) -> onlinespec_eval -> onlinespec_figures. Decoding rules are GPU-tagged.
-from icmlrepro.papers.onlinespec.workflow_inputs import per_seed_tables, tuned_rates
+from icmlrepro.papers.onlinespec.workflow_inputs import onlinespec_tables, onlinespec_tuned_rates
 
 
 rule onlinespec_stream:
@@ -60,7 +60,7 @@ rule onlinespec_tune:
 rule onlinespec_train:
     input:
         stream=rules.onlinespec_stream.output.stream,
-        lrs=lambda wildcards: tuned_rates(paper_settings(config, "onlinespec", wildcards.scale)),
+        lrs=lambda wildcards: onlinespec_tuned_rates(paper_settings(config, "onlinespec", wildcards.scale)),
         target="results/{scale}/lm/models/target",
         draft="results/{scale}/lm/models/draft",
     output:
@@ -89,7 +89,7 @@ rule onlinespec_train:
 
 rule onlinespec_eval:
     input:
-        unpack(lambda wildcards: per_seed_tables(paper_settings(config, "onlinespec", wildcards.scale))),
+        unpack(lambda wildcards: onlinespec_tables(paper_settings(config, "onlinespec", wildcards.scale))),
     output:
         metrics="results/{scale}/onlinespec/metrics.json",
     params:
@@ -112,7 +112,7 @@ rule onlinespec_eval:
 
 rule onlinespec_figures:
     input:
-        unpack(lambda wildcards: per_seed_tables(paper_settings(config, "onlinespec", wildcards.scale))),
+        unpack(lambda wildcards: onlinespec_tables(paper_settings(config, "onlinespec", wildcards.scale))),
     output:
         acceptance=report("results/{scale}/onlinespec/figures/acceptance_per_chunk.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),
         speedup=report("results/{scale}/onlinespec/figures/speedup_per_arm.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def per_seed_tables(settings: dict) -> dict[str, list[str]]:
+def asyncspade_tables(settings: dict) -> dict[str, list[str]]:
     """Named inputs of ``asyncspade_eval`` and ``asyncspade_figures``: the per-seed tables."""
     scale, seeds = settings["scale"], settings["seeds"]
     return {

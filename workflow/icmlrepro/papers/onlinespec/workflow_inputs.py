@@ -8,7 +8,7 @@ def tuning_seed(settings: dict) -> int:
     return settings["seeds"][0] + settings["tuning_seed_offset"]
 
 
-def per_seed_tables(settings: dict) -> dict[str, list[str]]:
+def onlinespec_tables(settings: dict) -> dict[str, list[str]]:
     scale, seeds = settings["scale"], settings["seeds"]
     return {
         "tables": [f"results/{scale}/onlinespec/online/seed{s}.parquet" for s in seeds],
@@ -16,5 +16,5 @@ def per_seed_tables(settings: dict) -> dict[str, list[str]]:
     }
 
 
-def tuned_rates(settings: dict) -> str:
+def onlinespec_tuned_rates(settings: dict) -> str:
     return f"results/{settings['scale']}/onlinespec/tune/seed{tuning_seed(settings)}.json"
