@@ -23,6 +23,10 @@ def set_threads(threads: int) -> None:
     threads = max(1, int(threads))
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    # BLAS/OpenMP pools already loaded (numpy's and scipy's OpenBLAS read the variables only at load)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
     try:
         import torch
 
