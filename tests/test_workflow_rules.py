@@ -12,6 +12,9 @@ def test_names_a_paper_imports_into_the_snakefile_are_prefixed_with_its_id():
     for smk in sorted((ROOT / "workflow" / "rules").glob("*.smk")):
         if smk.stem in shared:
             continue
-        for names in re.findall(r"^from \S+ import (.+)$", smk.read_text(), flags=re.M):
-            for name in (n.strip().split(" as ")[-1] for n in names.split(",")):
+        text = smk.read_text()
+        imports = re.findall(r"^from \S+ import \(([^)]*)\)", text, flags=re.M)
+        imports += re.findall(r"^from \S+ import ([^(\n]+)$", text, flags=re.M)
+        for names in imports:
+            for name in (n.strip().split(" as ")[-1] for n in names.split(",") if n.strip()):
                 assert name.startswith(smk.stem), f"{smk.name}: imports {name!r}; prefix it with {smk.stem!r}"

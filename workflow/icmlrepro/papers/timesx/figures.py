@@ -1,0 +1,69 @@
+"""Stage ``timesx.figures``: the method ranking on both benchmarks, the rank transfer, and one
+real window with its forecasts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from icmlrepro.core.figures import new_figure, save
+from icmlrepro.core.io import read_parquet
+
+from .evaluate import RANKED
+from .scoring import average_rank, geometric_mean
+
+
+def _per_seed(scores: pd.DataFrame, bench: str, fn) -> pd.DataFrame:
+    """One row per seed, one column per method, of ``fn`` applied to the series x method table."""
+    out = {}
+    for seed, g in scores[scores["benchmark"] == bench].groupby("seed"):
+        table = g.pivot_table(index="series", columns="method", values="scaled_mase")[list(RANKED)]
+        out[seed] = fn(table)
+    return pd.DataFrame(out).T
+
+
+def run(job) -> None:
+    scores = read_parquet(job.input.scores)
+    gms = {b: _per_seed(scores, b, lambda t: t.apply(geometric_mean)) for b in ("synthetic", "real")}
+    ranks = {b: _per_seed(scores, b, average_rank) for b in ("synthetic", "real")}
+
+    fig, (ax,) = new_figure(width=7.0)
+    x = np.arange(len(RANKED))
+    for i, (b, color) in enumerate((("synthetic", "tab:orange"), ("real", "tab:blue"))):
+        g = gms[b]
+        ax.bar(x + (i - 0.5) * 0.38, g.mean(), 0.38, color=color, label=f"{b} benchmark",
+               yerr=[g.mean() - g.min(), g.max() - g.mean()], capsize=2)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xticks(x, RANKED, rotation=30)
+    ax.set_ylabel("MASE, SeasonalNaive = 1 (geo. mean)")
+    ax.legend(fontsize=8)
+    save(fig, job.output.mase)
+
+    fig, (ax,) = new_figure()
+    rs, rr = ranks["synthetic"].mean(), ranks["real"].mean()
+    ax.scatter(rs, rr)
+    for m in RANKED:
+        ax.annotate(m, (rs[m], rr[m]), fontsize=8, xytext=(3, 3), textcoords="offset points")
+    lo, hi = min(rs.min(), rr.min()) - 0.3, max(rs.max(), rr.max()) + 0.3
+    ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("average rank, synthetic-style benchmark")
+    ax.set_ylabel("average rank, real benchmark")
+    save(fig, job.output.ranks)
+
+    fc = read_parquet(job.input.forecasts)
+    obs = read_parquet(job.input.real_obs)
+    windows = read_parquet(job.input.real_windows)
+    w = windows.sort_values(["series", "window"]).iloc[-1]
+    g = obs[obs["series"] == w["series"]].sort_values("t")
+    t, v = pd.DatetimeIndex(g["t"]), g["value"].to_numpy()
+    lo = max(0, int(w["origin"]) - 3 * int(w["horizon"]))
+    fig, (ax,) = new_figure(width=6.0)
+    ax.plot(t[lo:w["origin"] + w["horizon"]], v[lo:w["origin"] + w["horizon"]], color="k", lw=1, label="observed")
+    f = fc[(fc["benchmark"] == "real") & (fc["series"] == w["series"]) & (fc["window"] == w["window"])]
+    ft = t[w["origin"]:w["origin"] + w["horizon"]]
+    for m in ("snaive", "ets", "foundation", "textnet", "avgens"):
+        ax.plot(ft, f[f["method"] == m].sort_values("step")["yhat"].to_numpy(), lw=1, label=m)
+    ax.axvline(t[w["origin"]], color="grey", ls=":")
+    ax.set_title(f"{w['series']}, last window (seed 0 models)", fontsize=9)
+    ax.legend(fontsize=7)
+    save(fig, job.output.example)
