@@ -16,6 +16,7 @@ include: "workflow/rules/lec.smk"
 include: "workflow/rules/collapsed_ops.smk"
 include: "workflow/rules/asyncspade.smk"
 include: "workflow/rules/onlinespec.smk"
+include: "workflow/rules/c2gmae.smk"
 include: "workflow/rules/timesx.smk"
 include: "workflow/rules/report.smk"
 

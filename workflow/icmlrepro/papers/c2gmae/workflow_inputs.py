@@ -1,0 +1,14 @@
+"""File lists the Snakemake rules need, computed from the settings (never from the file system)."""
+
+from __future__ import annotations
+
+
+def c2gmae_train_files(settings: dict) -> dict[str, str]:
+    """Named inputs of ``c2gmae_eval``: per graph its info file, per (graph, seed) the ladder tables."""
+    scale = settings["scale"]
+    files = {f"info_{g}": f"results/{scale}/c2gmae/data/{g}.json" for g in settings["graphs"]}
+    for g in settings["graphs"]:
+        for s in settings["seeds"]:
+            for table in ("rungs", "bins", "curves"):
+                files[f"{table}_{g}_seed{s}"] = f"results/{scale}/c2gmae/train/{g}/seed{s}/{table}.parquet"
+    return files
