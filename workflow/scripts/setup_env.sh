@@ -41,6 +41,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# Release wheels that RPG-Encoder's evolution experiment replays (read as zip files, not installed).
+releases="$VENV/rpg_encoder_releases"
+want_rel=$(sha256sum envs/rpg_encoder_releases.txt | cut -d' ' -f1)
+if [ "$(cat "$releases/.stamp" 2>/dev/null)" != "$want_rel" ]; then
+  mkdir -p "$releases"
+  grep -v '^\s*#' envs/rpg_encoder_releases.txt | grep . | while read -r line; do
+    printf '%s\n' "$line" > "$releases/.one.txt"   # one pin at a time: pip refuses two versions in one call
+    "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: --require-hashes \
+      -d "$releases" -r "$releases/.one.txt"
+  done
+  rm -f "$releases/.one.txt"
+  echo "$want_rel" > "$releases/.stamp"
+fi
+
 if [ "$WITH_TEST" = 1 ]; then
   command -v chromium >/dev/null || apt_install chromium
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
