@@ -1,0 +1,69 @@
+"""Figures: alignment accuracy vs difficulty per model, ranking stability vs difficulty, transfer results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from icmlrepro.core.figures import new_figure, save
+from icmlrepro.core.io import read_parquet
+
+from .models import ANISOTROPIC, ISOTROPIC
+
+
+def plot_accuracy(scores: pd.DataFrame, path) -> None:
+    sources = sorted(scores.source.unique())
+    fig, axes = new_figure(ncols=len(sources))
+    for ax, source in zip(axes, sources):
+        d = scores[scores.source == source]
+        for model in [m for m in ISOTROPIC + ANISOTROPIC if m in set(d.model)]:
+            g = d[d.model == model].groupby("noise")["top1"]
+            m, lo, hi = g.mean(), g.min(), g.max()
+            style = "--" if model in ISOTROPIC else "-"
+            line, = ax.plot(m.index, m.values, style, marker="o", ms=3, label=model)
+            ax.fill_between(m.index, lo.values, hi.values, color=line.get_color(), alpha=0.1, lw=0)
+        ax.set_title(f"{source} graphs (mean; band: min-max over seeds)", fontsize=8)
+        ax.set(xlabel="corruption noise (difficulty)", ylabel="top-1 alignment recall")
+    axes[0].legend(fontsize=6, ncol=2, title="dashed: isotropic", title_fontsize=6)
+    save(fig, path)
+
+
+def plot_stability(stab: pd.DataFrame, path) -> None:
+    fig, (ax,) = new_figure()
+    for source, d in stab.groupby("source"):
+        g = d.groupby("noise")["stability"].mean()
+        ax.plot(g.index, g.values, marker="o", ms=3, alpha=0.6, label=f"{source} graphs")
+    by = stab.groupby(["noise", "seed"])["stability"].mean().reset_index()
+    ax.scatter(by.noise, by.stability, s=8, color="grey", label="per seed (mean over sources)")
+    mean = by.groupby("noise")["stability"].mean()
+    ax.plot(mean.index, mean.values, "k-", lw=2, label="mean")
+    best = stab.loc[stab.optimal, "noise"].iloc[0]
+    ax.axvline(best, color="k", ls=":", lw=1, label=f"optimal noise {best:g}")
+    ax.set(xlabel="corruption noise (difficulty)", ylabel="rank stability (leave-one-seed-out Kendall τ)",
+           title="model-ranking stability across seeds")
+    ax.legend(fontsize=6)
+    save(fig, path)
+
+
+def plot_transfer(transfer: pd.DataFrame, path) -> None:
+    fig, axes = new_figure(ncols=2)
+    reg = transfer[transfer.task == "regression"]
+    rec = transfer[(transfer.task == "reconstruction") & (transfer.metric == "balanced_accuracy")]
+    for ax, d, ylabel, title in ((axes[0], reg, "test MAE (avg. clustering)", "transformer graph regression"),
+                                 (axes[1], rec, "balanced accuracy (edge / non-edge)", "structure reconstruction")):
+        variants = list(dict.fromkeys(d.variant))
+        means = [d[d.variant == v].value.mean() for v in variants]
+        ax.bar(np.arange(len(variants)), means, color="lightsteelblue")
+        for i, v in enumerate(variants):
+            vals = d[d.variant == v].value.to_numpy()
+            ax.scatter(np.full(vals.size, i), vals, s=10, color="k", zorder=3)
+        ax.set_xticks(np.arange(len(variants)), [f"{v} PE" if ax is axes[0] else f"{v} encoder" for v in variants],
+                      fontsize=7)
+        ax.set(ylabel=ylabel, title=title)
+    save(fig, path)
+
+
+def run(job) -> None:
+    plot_accuracy(read_parquet(job.input.scores), job.output.accuracy)
+    plot_stability(read_parquet(job.input.stability), job.output.stability)
+    plot_transfer(read_parquet(job.input.transfer), job.output.transfer)
