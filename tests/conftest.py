@@ -32,6 +32,13 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     return proc
 
 
+def figure_files(work: Path) -> dict[str, list[Path]]:
+    """The smoke figures of every configured paper in a run directory (what its report must embed)."""
+    import yaml
+    papers = yaml.safe_load((work / "config" / "config.yaml").read_text())["papers"]
+    return {p: sorted((work / "results" / "smoke" / p / "figures").glob("*.png")) for p in papers}
+
+
 def run_interpreted(module: str) -> list:
     """``python -m module`` with TRITON_INTERPRET=1 in a fresh process (Triton reads the variable when it
     is imported); the module prints a JSON list of kernel-vs-reference comparisons."""

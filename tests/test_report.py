@@ -18,7 +18,7 @@ from icmlrepro.core.claims import load_all_claims, load_claims
 from icmlrepro.core.metrics import load_metrics
 from icmlrepro.core.report import build_sections, render
 
-from .conftest import ROOT
+from .conftest import ROOT, figure_files
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +55,13 @@ def test_verdict_classes_match_computed_verdicts(html, smoke_run):
 
 
 @pytest.mark.integration
-def test_images_decode(html):
+def test_images_decode(html, smoke_run):
+    """Every figure of every configured paper is embedded (one <img> per file of its figures folder)."""
     imgs = html.select("img")
-    assert len(imgs) == 4
+    for paper, pngs in figure_files(smoke_run).items():
+        assert pngs, paper
+        shown = [i for i in imgs if i["alt"].startswith(f"{paper}: ")]
+        assert len(shown) == len(pngs), (paper, [i["alt"] for i in shown], [p.name for p in pngs])
     for img in imgs:
         assert img["src"].startswith("data:image/png;base64,")
         Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1]))).verify()
