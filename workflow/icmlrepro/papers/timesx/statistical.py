@@ -34,12 +34,20 @@ def ets(history: np.ndarray, horizon: int, season: int) -> np.ndarray:
 
     y = np.asarray(history, dtype=float)
     seasonal = "add" if season > 1 and y.size >= 2 * season + 2 else None
+    fits = [lambda trend=trend: ExponentialSmoothing(
+        y, trend=trend, damped_trend=trend is not None, seasonal=seasonal,
+        seasonal_periods=season if seasonal else None, initialization_method="estimated").fit()
+        for trend in (None, "add")]
+    return _best_by_aic(fits, y, horizon, season)
+
+
+def _best_by_aic(fits, y: np.ndarray, horizon: int, season: int) -> np.ndarray:
+    """Forecast of the candidate fit (zero-argument callables) with the lowest finite AIC; SeasonalNaive
+    when none fits or the forecast is not finite."""
     best, best_aic = None, np.inf
-    for trend in (None, "add"):
+    for make in fits:
         try:
-            fit = ExponentialSmoothing(y, trend=trend, damped_trend=trend is not None, seasonal=seasonal,
-                                       seasonal_periods=season if seasonal else None,
-                                       initialization_method="estimated").fit()
+            fit = make()
         except (ValueError, np.linalg.LinAlgError):
             continue
         if np.isfinite(fit.aic) and fit.aic < best_aic:
@@ -57,18 +65,8 @@ def arima(history: np.ndarray, horizon: int, season: int, orders: list[list[int]
 
     y = np.asarray(history, dtype=float)
     seasonal = (0, 1, 1, season) if season > 1 and y.size >= 3 * season else (0, 0, 0, 0)
-    best, best_aic = None, np.inf
-    for p, q in orders:
-        try:
-            fit = ARIMA(y, order=(p, 1, q), seasonal_order=seasonal).fit()
-        except (ValueError, np.linalg.LinAlgError):
-            continue
-        if np.isfinite(fit.aic) and fit.aic < best_aic:
-            best, best_aic = fit, fit.aic
-    if best is None:
-        return seasonal_naive(y, horizon, season)
-    f = np.asarray(best.forecast(horizon), dtype=float)
-    return f if np.isfinite(f).all() else seasonal_naive(y, horizon, season)
+    fits = [lambda p=p, q=q: ARIMA(y, order=(p, 1, q), seasonal_order=seasonal).fit() for p, q in orders]
+    return _best_by_aic(fits, y, horizon, season)
 
 
 def forecast_table(windows, orders: list[list[int]], history_limit: int) -> "pd.DataFrame":
