@@ -29,6 +29,16 @@ def torch_device(prefer_gpu: bool = True) -> str:
     return "cuda" if prefer_gpu and torch.cuda.is_available() else "cpu"
 
 
+def use_triton(t) -> bool:
+    """Whether Triton kernels run for tensor ``t``: on CUDA, or anywhere under the Triton interpreter
+    (``TRITON_INTERPRET=1``, the CPU tests); otherwise the kernels' torch references run."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:  # pragma: no cover - triton is pinned in the environment
+        return False
+    return t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def benchmark_dir(out: str) -> "Path | None":
     """For the GPU benchmark scripts: the output folder (created), or None with a message on stderr
     when there is no CUDA device (their CPU path is the pipeline's own)."""

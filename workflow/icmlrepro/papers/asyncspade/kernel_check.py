@@ -11,6 +11,8 @@ import json
 
 import torch
 
+from icmlrepro.core.device import use_triton
+
 from . import kernels
 from .selectors import page_bounds
 
@@ -40,7 +42,7 @@ def compare(shape, device: str = "cpu") -> dict:
 
     return {
         "shape": list(shape),
-        "kernels_used": kernels.use_triton(q),
+        "kernels_used": use_triton(q),
         "gather_attention": err(kernels.gather_attention(q, keys, values, idx, 0.125),
                                 kernels.gather_attention_reference(q, keys, values, idx, 0.125)),
         "token_scores": err(kernels.token_scores(q, keys), kernels.token_scores_reference(q, keys)),

@@ -15,26 +15,15 @@ inside the kernels, so bf16/fp16 caches accumulate in fp32 like the references.
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from icmlrepro.core.device import use_triton
 
 try:  # triton is pinned in the environment; import lazily tolerated for docs builds
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover
     triton = None
-
-
-def use_triton(t: torch.Tensor) -> bool:
-    """Kernels on CUDA tensors, or anywhere under the Triton interpreter (the CPU tests)."""
-    if triton is None:
-        return False
-    return t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 # --- gather attention ---------------------------------------------------------------------------
@@ -148,7 +137,7 @@ def gather_attention(query, keys, values, indices, scale: float):
         query, keys, values, idx, out, float(scale), h, h // keys.shape[1], k, d,
         query.stride(0), query.stride(1), keys.stride(0), keys.stride(1), keys.stride(2),
         values.stride(0), values.stride(1), values.stride(2), idx.stride(0), idx.stride(1),
-        out.stride(0), out.stride(1), BLOCK_K=min(64, _pow2(k)), BLOCK_D=_pow2(d))
+        out.stride(0), out.stride(1), BLOCK_K=min(64, triton.next_power_of_2(k)), BLOCK_D=triton.next_power_of_2(d))
     return out
 
 
@@ -166,11 +155,11 @@ def token_scores(query, keys):
     b, h, d = query.shape
     n = keys.shape[2]
     out = torch.empty(b, h, n, device=query.device, dtype=torch.float32)
-    block = min(128, _pow2(n))
+    block = min(128, triton.next_power_of_2(n))
     _token_scores_kernel[(b * h, triton.cdiv(n, block))](
         query, keys, out, h, h // keys.shape[1], n, d, query.stride(0), query.stride(1),
         keys.stride(0), keys.stride(1), keys.stride(2), out.stride(0), out.stride(1),
-        BLOCK_N=block, BLOCK_D=_pow2(d))
+        BLOCK_N=block, BLOCK_D=triton.next_power_of_2(d))
     return out
 
 
@@ -189,10 +178,10 @@ def quest_page_scores(query, page_max, page_min):
     b, h, d = query.shape
     p = page_max.shape[2]
     out = torch.empty(b, h, p, device=query.device, dtype=torch.float32)
-    block = min(64, _pow2(p))
+    block = min(64, triton.next_power_of_2(p))
     page_max, page_min = page_max.contiguous(), page_min.contiguous()
     _quest_page_kernel[(b * h, triton.cdiv(p, block))](
         query, page_max, page_min, out, h, h // page_max.shape[1], p, d, query.stride(0), query.stride(1),
         page_max.stride(0), page_max.stride(1), page_max.stride(2), out.stride(0), out.stride(1),
-        BLOCK_P=block, BLOCK_D=_pow2(d))
+        BLOCK_P=block, BLOCK_D=triton.next_power_of_2(d))
     return out

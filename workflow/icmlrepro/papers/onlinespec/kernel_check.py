@@ -10,7 +10,9 @@ import json
 
 import torch
 
-from .verify import use_triton, verify, verify_reference
+from icmlrepro.core.device import use_triton
+
+from .verify import verify, verify_reference
 
 SHAPES = [(3, 4, 7), (2, 1, 50), (5, 6, 1500), (4, 3, 2)]  # batch, drafted tokens, vocabulary
 

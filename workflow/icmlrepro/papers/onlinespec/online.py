@@ -20,14 +20,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_json, write_json, write_parquet
+from icmlrepro.core.io import read_json, read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.lm.model import load
 
 from .feedback import Feedback, evaluate_draft
 from .learners import ARMS, Arm, sgd_steps
 from .speculative import speculative_generate, target_generate
-from .stream import feedback_of, load_stream
+from .stream import feedback_of
 
 SINGLE_LR = ("ogd", "osd", "optimistic")
 
@@ -111,7 +111,7 @@ def _models(job):
 def run(job) -> None:
     p, seed, target, tok, draft = _models(job)
     lrs = read_json(job.input.lrs)["best_lr"]
-    stream = load_stream(job.input.stream)
+    stream = read_parquet(job.input.stream)
     warm = feedback_of(stream.iloc[:1])  # first-call costs (allocations, dispatch caches) stay out of timings
     timed_decode(target, draft, warm, 1, p, tok.eos_token_id)
     timed_decode(target, None, warm, 1, p, tok.eos_token_id)
@@ -122,7 +122,7 @@ def run(job) -> None:
 
 def run_tune(job) -> None:
     p, seed, target, tok, draft = _models(job)
-    df = load_stream(job.input.stream)
+    df = read_parquet(job.input.stream)
     rows = []
     for arm in SINGLE_LR:
         for lr in p["lr_grid"]:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.io import write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.lm.model import load
 from icmlrepro.lm.tasks import generate
@@ -43,10 +43,6 @@ def feedback_of(df: pd.DataFrame) -> Feedback:
     """Rows of a stream table back to a :class:`Feedback` (in row order)."""
     probs = [torch.from_numpy(np.asarray(p, dtype=np.float32).reshape(-1, v)) for p, v in zip(df.target_probs, df.vocab)]
     return Feedback([list(map(int, x)) for x in df.ids], [int(s) for s in df.start], probs)
-
-
-def load_stream(path) -> pd.DataFrame:
-    return read_parquet(path)
 
 
 def run(job) -> None:

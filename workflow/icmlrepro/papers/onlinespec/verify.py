@@ -10,19 +10,15 @@ Greedy verification (accept while x_i = argmax p_i) is :func:`verify_greedy`.
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from icmlrepro.core.device import use_triton
 
 try:
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover
     triton = None
-
-
-def use_triton(t: torch.Tensor) -> bool:
-    return triton is not None and (t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
 
 
 def verify_reference(p, q, tokens, u_accept, u_sample):
@@ -109,5 +105,5 @@ def verify(p, q, tokens, u_accept, u_sample):
     nxt = torch.empty(b, dtype=torch.int32, device=p.device)
     _verify_kernel[(b,)](p, q, tokens, u_accept, u_sample.float().contiguous(), n, nxt, g, v,
                          p.stride(0), p.stride(1), q.stride(0), q.stride(1), tokens.stride(0), u_accept.stride(0),
-                         BLOCK_V=min(1024, 1 << max(v - 1, 0).bit_length()))
+                         BLOCK_V=min(1024, triton.next_power_of_2(v)))
     return n.long(), nxt.long()
