@@ -32,6 +32,33 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     return proc
 
 
+def non_timing(path: Path) -> str:
+    """metrics.json without its timing metrics: what two identical runs must give byte for byte."""
+    import json
+    raw = json.loads(path.read_text())
+    raw["metrics"] = {k: v for k, v in raw["metrics"].items() if not v["timing"]}
+    return json.dumps(raw, sort_keys=True)
+
+
+def check_smoke_paper(run: Path, paper: str, figures, is_timing=None):
+    """A paper's smoke outputs in a run directory: its figures are written, its timing flags are what
+    ``is_timing(name)`` says (when given), and every claim got a verdict. Returns its metrics."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import load_metrics
+
+    out = run / "results" / "smoke" / paper
+    for fig in figures:
+        assert (out / "figures" / fig).stat().st_size > 1000, fig
+    metrics = load_metrics(out / "metrics.json")
+    if is_timing is not None:
+        for name, m in metrics.metrics.items():
+            assert m.timing == is_timing(name), name
+    results = V.judge_paper(load_claims(paper), metrics)
+    assert results and all(r.verdict != V.NOT_RUN for r in results)
+    return metrics
+
+
 def figure_files(work: Path) -> dict[str, list[Path]]:
     """The smoke figures of every configured paper in a run directory (what its report must embed)."""
     import yaml

@@ -21,7 +21,7 @@ from icmlrepro.papers.asyncspade.selectors import (
     topk_indices,
 )
 
-from .conftest import copy_workflow, run_interpreted, snakemake
+from .conftest import check_smoke_paper, copy_workflow, non_timing, run_interpreted, snakemake
 
 
 def test_predictor_recovers_an_exact_ar2_sequence():
@@ -194,24 +194,15 @@ def test_index_path_over_all_valid_tokens_equals_dense_decoding(lm):
 # --- the smoke chain through Snakemake ------------------------------------------------------------
 from pathlib import Path  # noqa: E402
 
-from icmlrepro.core import verdicts as V  # noqa: E402
-from icmlrepro.core.claims import load_claims  # noqa: E402
-from icmlrepro.core.metrics import load_metrics  # noqa: E402
-
-from .test_pipeline_smoke import non_timing  # noqa: E402
 
 AS = Path("results/smoke/asyncspade")
 
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_verdicts_and_timing_flags(smoke_run):
-    for fig in ("tpot_vs_context.png", "accuracy_vs_budget.png", "recall_vs_window.png"):
-        assert (smoke_run / AS / "figures" / fig).stat().st_size > 1000
-    metrics = load_metrics(smoke_run / AS / "metrics.json")
-    for name, m in metrics.metrics.items():  # everything measured from wall time is flagged as a timing
-        assert m.timing == (name.startswith(("tpot", "selection_wait", "predictor_time"))), name
-    results = V.judge_paper(load_claims("asyncspade"), metrics)
-    assert results and all(r.verdict != V.NOT_RUN for r in results)
+    # everything measured from wall time is flagged as a timing
+    check_smoke_paper(smoke_run, "asyncspade", ("tpot_vs_context.png", "accuracy_vs_budget.png", "recall_vs_window.png"),
+                      lambda name: name.startswith(("tpot", "selection_wait", "predictor_time")))
 
 
 @pytest.mark.integration

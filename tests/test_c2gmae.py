@@ -10,7 +10,6 @@ homophily; the consistency diagnostic on hand-made attention; coverage counting.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,8 @@ from icmlrepro.papers.c2gmae.heterophily import amplify, heterophilic_degree_rat
 from icmlrepro.papers.c2gmae.masking import (corrupt, coverage_per_bin, density_bins, density_partitioned_mask,
                                              node_density, uniform_mask)
 from icmlrepro.papers.c2gmae.model import LADDER, GraphTensors, MaskedGraphAutoEncoder, pe_distance, sce_loss
+
+from .conftest import check_smoke_paper
 
 
 def test_scaled_cosine_error_hand_computed():
@@ -187,20 +188,10 @@ def test_masked_nodes_are_reconstructed_from_context_only(rung):
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
-C2 = Path("results/smoke/c2gmae")
 
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    from icmlrepro.core import verdicts as V
-    from icmlrepro.core.claims import load_claims
-    from icmlrepro.core.metrics import load_metrics
-
-    for fig in ("ladder_accuracy.png", "accuracy_vs_homophily.png", "consistency_vs_reconstruction.png",
-                "coverage_by_density_bin.png"):
-        assert (smoke_run / C2 / "figures" / fig).stat().st_size > 1000
-    metrics = load_metrics(smoke_run / C2 / "metrics.json")
-    for name, m in metrics.metrics.items():
-        assert m.timing == (name == "train_seconds"), name
-    results = V.judge_paper(load_claims("c2gmae"), metrics)
-    assert results and all(r.verdict != V.NOT_RUN for r in results)
+    check_smoke_paper(smoke_run, "c2gmae", ("ladder_accuracy.png", "accuracy_vs_homophily.png",
+                                            "consistency_vs_reconstruction.png", "coverage_by_density_bin.png"),
+                      lambda name: name == "train_seconds")

@@ -3,8 +3,6 @@ loss, top-k / LAP metrics on hand-computed cases, rank stability, and the smoke 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -14,6 +12,8 @@ from icmlrepro.papers.graph_alignment import graphs as G
 from icmlrepro.papers.graph_alignment.batching import loader
 from icmlrepro.papers.graph_alignment.models import ANISOTROPIC, ISOTROPIC, MODELS, AlignmentGNN
 from icmlrepro.papers.graph_alignment.transfer import laplacian_pe
+
+from .conftest import check_smoke_paper
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -160,20 +160,12 @@ def test_laplacian_pe_is_the_nontrivial_spectrum():
 
 
 # --- the smoke chain through Snakemake ----------------------------------------------------------
-GA = Path("results/smoke/graph_alignment")
 
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    from icmlrepro.core import verdicts as V
-    from icmlrepro.core.claims import load_claims
-    from icmlrepro.core.metrics import load_metrics
-
-    for fig in ("accuracy_vs_difficulty.png", "rank_stability_vs_difficulty.png", "transfer.png"):
-        assert (smoke_run / GA / "figures" / fig).stat().st_size > 1000
-    metrics = load_metrics(smoke_run / GA / "metrics.json")
-    for name, m in metrics.metrics.items():
-        assert m.timing == name.startswith("train_seconds"), name
+    metrics = check_smoke_paper(smoke_run, "graph_alignment",
+                                ("accuracy_vs_difficulty.png", "rank_stability_vs_difficulty.png", "transfer.png"),
+                                lambda name: name.startswith("train_seconds"))
+    for m in metrics.metrics.values():
         assert len(m.values) == len(metrics.replicates)
-    results = V.judge_paper(load_claims("graph_alignment"), metrics)
-    assert results and all(r.verdict != V.NOT_RUN for r in results)

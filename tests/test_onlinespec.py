@@ -12,9 +12,6 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from icmlrepro.core import verdicts as V
-from icmlrepro.core.claims import load_claims
-from icmlrepro.core.metrics import load_metrics
 from icmlrepro.lm import tasks
 from icmlrepro.lm.model import build_model
 from icmlrepro.lm.tokenizer import train_tokenizer
@@ -24,8 +21,7 @@ from icmlrepro.papers.onlinespec.learners import Arm, chunk_loss
 from icmlrepro.papers.onlinespec.speculative import speculative_generate, target_generate
 from icmlrepro.papers.onlinespec.verify import verify_greedy, verify_reference
 
-from .conftest import copy_workflow, run_interpreted, snakemake
-from .test_pipeline_smoke import non_timing
+from .conftest import check_smoke_paper, copy_workflow, non_timing, run_interpreted, snakemake
 
 
 # --- verification ---------------------------------------------------------------------------------
@@ -188,14 +184,9 @@ OS = Path("results/smoke/onlinespec")
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    for fig in ("acceptance_per_chunk.png", "speedup_per_arm.png"):
-        assert (smoke_run / OS / "figures" / fig).stat().st_size > 1000
-    metrics = load_metrics(smoke_run / OS / "metrics.json")
-    for name, m in metrics.metrics.items():
-        timed = ("speedup" in name and not name.startswith("max_rel")) or name.startswith("draft_target")
-        assert m.timing == timed, name
-    results = V.judge_paper(load_claims("onlinespec"), metrics)
-    assert all(r.verdict != V.NOT_RUN for r in results)
+    check_smoke_paper(smoke_run, "onlinespec", ("acceptance_per_chunk.png", "speedup_per_arm.png"),
+                      lambda name: ("speedup" in name and not name.startswith("max_rel"))
+                      or name.startswith("draft_target"))
 
 
 @pytest.mark.integration

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import copy_workflow, snakemake
+from .conftest import copy_workflow, non_timing, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -29,12 +29,6 @@ def planned_rules(proc: subprocess.CompletedProcess) -> dict[str, int]:
         return {}
     table = text.split("Job stats:")[1].split("total")[0]
     return {m[0]: int(m[1]) for m in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M)}
-
-
-def non_timing(path: Path) -> str:
-    raw = json.loads(path.read_text())
-    raw["metrics"] = {k: v for k, v in raw["metrics"].items() if not v["timing"]}
-    return json.dumps(raw, sort_keys=True)
 
 
 def clone_run(src: Path, dest: Path) -> Path:

@@ -21,6 +21,8 @@ from icmlrepro.papers.rpg_encoder.news import Entry, mask_reference, parse_entri
 from icmlrepro.papers.rpg_encoder.synthetic_issues import synthetic_tasks
 from icmlrepro.papers.rpg_encoder.text import split_identifier, tokenize
 
+from .conftest import check_smoke_paper
+
 
 def src(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
@@ -320,20 +322,9 @@ def test_coverage_counts_what_the_parser_misses_against_the_runtime_inventory(tm
 # --- the smoke chain through Snakemake -------------------------------------------------------------
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    from pathlib import Path
-
-    from icmlrepro.core import verdicts as V
-    from icmlrepro.core.claims import load_claims
-    from icmlrepro.core.metrics import load_metrics
-
-    out = smoke_run / Path("results/smoke/rpg_encoder")
-    for fig in ("localization.png", "release_costs.png", "cost_vs_size.png", "coverage.png"):
-        assert (out / "figures" / fig).stat().st_size > 1000
-    metrics = load_metrics(out / "metrics.json")
-    for name, m in metrics.metrics.items():
-        assert m.timing == name.startswith(("encode_seconds", "localize_seconds")), name
-    results = V.judge_paper(load_claims("rpg_encoder"), metrics)
-    assert results and all(r.verdict != V.NOT_RUN for r in results)
+    check_smoke_paper(smoke_run, "rpg_encoder", ("localization.png", "release_costs.png", "cost_vs_size.png",
+                                                 "coverage.png"),
+                      lambda name: name.startswith(("encode_seconds", "localize_seconds")))
 
 
 def test_simulated_commits_stay_valid_on_awkward_layouts():

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from .conftest import copy_workflow, snakemake
-from .test_pipeline_smoke import LEC, non_timing
+from .conftest import copy_workflow, non_timing, snakemake
+from .test_pipeline_smoke import LEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -172,19 +170,12 @@ def test_untrained_foundation_starts_from_seasonal_naive():
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
-from icmlrepro.core import verdicts as V  # noqa: E402
-from icmlrepro.core.claims import load_claims  # noqa: E402
-from icmlrepro.core.metrics import load_metrics  # noqa: E402
-
-TX = Path("results/smoke/timesx")
+from .conftest import check_smoke_paper  # noqa: E402
 
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    for fig in ("mase_by_method.png", "rank_transfer.png", "example_forecast.png"):
-        assert (smoke_run / TX / "figures" / fig).stat().st_size > 1000
-    metrics = load_metrics(smoke_run / TX / "metrics.json")
+    metrics = check_smoke_paper(smoke_run, "timesx", ("mase_by_method.png", "rank_transfer.png",
+                                                      "example_forecast.png"))
     assert metrics.get("real.mase.snaive").values == [1.0] * len(metrics.replicates)
     assert metrics.get("context_items_after_forecast_start").values == [0.0] * len(metrics.replicates)
-    results = V.judge_paper(load_claims("timesx"), metrics)
-    assert results and all(r.verdict != V.NOT_RUN for r in results)
