@@ -38,17 +38,22 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-def paths_spec(wildcards, input, output, threads):
-    """The job's named inputs/outputs, wildcards and threads as JSON (``--spec`` of a stage)."""
-    return json.dumps(
-        {
-            "input": dict(input.items()),
-            "output": dict(output.items()),
-            "wildcards": dict(wildcards.items()),
-            "threads": threads,
-        },
-        sort_keys=True,
-    )
+def paths_spec(wildcards, input, output, threads, resources):
+    """The job's named inputs/outputs, wildcards and threads as JSON (``--spec`` of a stage).
+
+    A GPU-tagged job also carries its ``gpu`` resource: the stage runner exports it, and
+    ``core.device.torch_device()`` computes on CUDA only when it is > 0 (config ``gpu`` != cpu).
+    """
+    spec = {
+        "input": dict(input.items()),
+        "output": dict(output.items()),
+        "wildcards": dict(wildcards.items()),
+        "threads": threads,
+    }
+    gpus = int(getattr(resources, "gpu", 0) or 0)
+    if gpus > 0:
+        spec["gpu"] = gpus
+    return json.dumps(spec, sort_keys=True)
 
 
 def settings_of(paper, *keys):

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .device import scheduler_facts
+from .device import GPU_ENV, scheduler_facts
 from .offline import install_network_guard
 from .seeding import set_threads
 
@@ -96,6 +96,7 @@ def stage_module(stage: str):
 def run_stage(stage: str, spec: dict) -> None:
     module = stage_module(stage)
     job = Job.from_spec(spec)
+    os.environ[GPU_ENV] = str(int(spec.get("gpu") or 0))  # what torch_device() reads
     set_threads(job.threads)
     install_network_guard()
     log.info("stage %s: network guard on, %d thread(s)", stage, job.threads)

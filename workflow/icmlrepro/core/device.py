@@ -23,10 +23,33 @@ def scheduler_facts() -> dict[str, str]:
     return {k: os.environ[k] for k in SCHEDULER_VARS if k in os.environ}
 
 
-def torch_device(prefer_gpu: bool = True) -> str:
+GPU_ENV = "ICMLREPRO_GPU"  # the job's ``gpu`` resource, set by the stage runner from the rule's spec
+
+
+def job_gpus() -> int:
+    """How many GPUs the scheduler gave this job: the rule's ``gpu`` resource, which
+    :func:`icmlrepro.core.cli.run_stage` copies into ``ICMLREPRO_GPU`` (0 outside a GPU-tagged rule,
+    and when the config says ``gpu: cpu``)."""
+    try:
+        return max(0, int(os.environ.get(GPU_ENV, "0") or 0))
+    except ValueError:
+        return 0
+
+
+def torch_device(gpu: int | None = None) -> str:
+    """The torch device string a stage computes on: ``"cuda"`` when the job was given a GPU (``gpu``,
+    default :func:`job_gpus`) and CUDA is available, else ``"cpu"``.
+
+    Both conditions matter: a CPU-tagged job on a GPU node must not take the GPU that the scheduler
+    gave another job, and a GPU-tagged job where CUDA is missing (a laptop, the CI) falls back to the
+    CPU and the kernels' torch references, so the same code path runs everywhere.
+    """
+    requested = job_gpus() if gpu is None else gpu
+    if requested <= 0:
+        return "cpu"
     import torch
 
-    return "cuda" if prefer_gpu and torch.cuda.is_available() else "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def use_triton(t) -> bool:
