@@ -7,9 +7,9 @@ from icmlrepro.core.claims import Claim, Condition, PaperClaims, load_claims
 from icmlrepro.core.metrics import MetricsError, MetricsFile
 
 
-def claim(*conds, not_testable=None):
+def claim(*conds, not_testable=None, by_construction=None):
     return Claim("c", "a quote of ten chars", "quantitative", {"text": "t"}, "s",
-                 tuple(Condition(*c) for c in conds), not_testable)
+                 tuple(Condition(*c) for c in conds), not_testable, by_construction=by_construction)
 
 
 def metrics(**values):
@@ -35,11 +35,47 @@ def test_verdict_from_interval(values, op, thr, verdict):
     assert V.judge_claim(claim(("m", op, thr)), metrics(m=values)).verdict == verdict
 
 
-def test_one_seed_decides_on_the_point_and_shows_no_interval():
-    mf = MetricsFile("p", "smoke", replicates=[0])
-    mf.add("m", [0.3])
-    r = V.judge_claim(claim(("m", ">", 0.2)), mf)
-    assert r.verdict == V.REPRODUCED and r.conditions[0].summary.method == "single"
+def test_one_replicate_never_decides():
+    """A single value has no spread: it is shown as a point and counts as inconclusive either way."""
+    for value in (0.3, 0.1):
+        mf = MetricsFile("p", "smoke", replicates=[0])
+        mf.add("m", [value])
+        r = V.judge_claim(claim(("m", ">", 0.2)), mf)
+        assert r.verdict == V.INCONCLUSIVE and r.one_replicate and V.ONE_REPLICATE in r.reason
+        assert r.conditions[0].summary.method == "single"
+
+
+@pytest.mark.parametrize("method, control, verdict", [
+    ([0.80, 0.82, 0.81], [0.60, 0.61, 0.62], V.REPRODUCED),       # beats the control on every seed
+    ([0.80, 0.82, 0.81], [0.80, 0.82, 0.81], V.NOT_REPRODUCED),   # the control does as well: no cause
+    ([0.80, 0.82, 0.81], [0.85, 0.86, 0.84], V.NOT_REPRODUCED),   # the control does better
+    ([0.80, 0.82, 0.81], [0.79, 0.84, 0.80], V.INCONCLUSIVE),     # difference straddles 0
+])
+def test_control_must_be_beaten_over_the_whole_ci(method, control, verdict):
+    """``acc > 0.5`` holds for the method in every case; only the control decides."""
+    r = V.judge_claim(claim(("acc", ">", 0.5, "acc_ctrl")), metrics(acc=method, acc_ctrl=control))
+    assert r.verdict == verdict
+    assert r.conditions[0].versus_control is not None and r.conditions[0].control is not None
+
+
+def test_control_of_a_lower_is_better_claim():
+    mf = metrics(err=[0.1, 0.11, 0.12], err_ctrl=[0.3, 0.31, 0.29])
+    assert V.judge_claim(claim(("err", "<", 0.2, "err_ctrl")), mf).verdict == V.REPRODUCED
+    assert V.judge_claim(claim(("err_ctrl", "<", 0.4, "err")), mf).verdict == V.NOT_REPRODUCED
+
+
+def test_control_with_other_replicates_uses_welch():
+    mf = metrics(m=[1.0, 1.1, 0.9])
+    mf.add("null", [0.0, 0.1, -0.1, 0.05, -0.05])
+    r = V.judge_claim(claim(("m", ">", 0.5, "null")), mf)
+    assert r.verdict == V.REPRODUCED and r.conditions[0].versus_control.method == "welch"
+
+
+def test_by_construction_is_a_label_not_a_reproduction():
+    ok = V.judge_claim(claim(("m", ">=", 0.0), by_construction="PSD by the theorem"), metrics(m=[0.0, 1.0, 2.0]))
+    assert ok.verdict == V.HOLDS_BY_CONSTRUCTION != V.REPRODUCED
+    bad = V.judge_claim(claim(("m", ">=", 0.0), by_construction="PSD by the theorem"), metrics(m=[0.0, -1e-3, 2.0]))
+    assert bad.verdict == V.NOT_REPRODUCED and "1 of 3 replicates" in bad.reason
 
 
 def test_nan_never_passes():

@@ -20,15 +20,23 @@ class ClaimsError(ValueError):
 
 @dataclass(frozen=True)
 class Condition:
+    """``metric op threshold`` over the CI; with a ``control`` (the metric on the arm where the claimed
+    cause is absent), the metric must also beat the control over the whole CI of their difference."""
+
     metric: str
     op: str
     threshold: float | tuple[float, float]
+    control: str | None = None
 
     def describe(self) -> str:
         if self.op == "between":
             lo, hi = self.threshold
             return f"{self.metric} in [{lo:g}, {hi:g}]"
         return f"{self.metric} {self.op} {self.threshold:g}"
+
+    def describe_control(self) -> str:
+        side = ">" if self.op in (">", ">=") else "<"
+        return f"{self.metric} {side} {self.control}" if self.control else ""
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,16 @@ class Claim:
     conditions: tuple[Condition, ...] = ()
     not_testable: str | None = None
     metric_note: str = ""
+    no_control: str | None = None
+    by_construction: str | None = None
+
+    @property
+    def controls(self) -> tuple[str, ...]:
+        return tuple(c.control for c in self.conditions if c.control)
+
+    @property
+    def claimed_source(self) -> str:
+        return self.claimed.get("source", "abstract")
 
 
 @dataclass(frozen=True)
@@ -55,7 +73,7 @@ class PaperClaims:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
 
     def metrics_needed(self) -> list[str]:
-        return sorted({c.metric for cl in self.claims for c in cl.conditions})
+        return sorted({m for cl in self.claims for c in cl.conditions for m in (c.metric, c.control) if m})
 
 
 def claims_schema() -> dict:
@@ -72,11 +90,17 @@ def parse_claims(raw: dict, source: str = "<claims>") -> PaperClaims:
     for c in raw["claims"]:
         conds = tuple(
             Condition(d["metric"], d["op"],
-                      tuple(d["threshold"]) if isinstance(d["threshold"], list) else float(d["threshold"]))
+                      tuple(d["threshold"]) if isinstance(d["threshold"], list) else float(d["threshold"]),
+                      d.get("control"))
             for d in (c.get("predicate") or {}).get("all_of", [])
         )
-        claims.append(Claim(c["id"], c["quote"], c["kind"], c["claimed"], c["setting"], conds,
-                            c.get("not_testable"), c.get("metric_note", "")))
+        claim = Claim(c["id"], c["quote"], c["kind"], c["claimed"], c["setting"], conds,
+                      c.get("not_testable"), c.get("metric_note", ""), c.get("no_control"),
+                      c.get("by_construction"))
+        if claim.by_construction and (claim.controls or claim.no_control):
+            raise ClaimsError(f"{source}: claims/{claim.id}: a property that holds by construction has no "
+                              "control (drop 'control'/'no_control' or 'by_construction')")
+        claims.append(claim)
     return PaperClaims(raw["paper"], raw["title"], raw["abstract_start"], raw["setting"], tuple(claims),
                        raw.get("code"), raw.get("scale_gap", ""), tuple(raw.get("assumptions", [])))
 

@@ -151,3 +151,27 @@ def summarize(values: Iterable[float], level: float = 0.95, method: str = "t",
         lo, hi = np.quantile(means, [(1 - level) / 2, 0.5 + level / 2])
         return Summary(mean, float(lo), float(hi), n, nan, "bootstrap")
     raise ValueError(f"unknown CI method {method!r} (allowed: t, bootstrap)")
+
+
+def summarize_difference(a: Iterable[float], b: Iterable[float], level: float = 0.95,
+                         method: str = "t") -> Summary:
+    """Mean and CI of ``a - b``: paired per replicate when both have the same replicates (the arms of one
+    run share seeds, which removes the seed-to-seed spread both share), else Welch's interval for two
+    independent samples. A replicate that is NaN in either arm is left out of a paired difference."""
+    a = np.asarray(list(a), dtype=float)
+    b = np.asarray(list(b), dtype=float)
+    if a.size == b.size:
+        return summarize(a - b, level=level, method=method)
+    sa, sb = summarize(a, level, method), summarize(b, level, method)
+    nan = sa.n_nan + sb.n_nan
+    if sa.n < 2 or sb.n < 2:
+        n = min(sa.n, sb.n)
+        return Summary(sa.mean - sb.mean, sa.mean - sb.mean, sa.mean - sb.mean, n, nan, "single")
+    fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
+    va, vb = fa.var(ddof=1) / fa.size, fb.var(ddof=1) / fb.size
+    mean = float(fa.mean() - fb.mean())
+    if va + vb == 0:
+        return Summary(mean, mean, mean, min(sa.n, sb.n), nan, "welch")
+    dof = (va + vb) ** 2 / (va ** 2 / (fa.size - 1) + vb ** 2 / (fb.size - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, df=dof)) * math.sqrt(va + vb)
+    return Summary(mean, mean - half, mean + half, min(sa.n, sb.n), nan, "welch")
