@@ -51,11 +51,13 @@ def test_predictor_beats_last_query_on_smooth_drift():
 
 
 def test_token_scores_follow_gqa_grouping():
-    q = torch.randn(1, 4, 8)
-    k = torch.randn(1, 2, 5, 8)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 8, generator=g)
+    k = torch.randn(1, 2, 5, 8, generator=g)
     s = token_scores(q, k)
-    assert torch.allclose(s[0, 3], k[0, 1] @ q[0, 3])
-    assert torch.allclose(s[0, 0], k[0, 0] @ q[0, 0])
+    # atol: a matmul and a dot product round differently (scores near 0 failed a pure rtol check)
+    assert torch.allclose(s[0, 3], k[0, 1] @ q[0, 3], atol=1e-5)
+    assert torch.allclose(s[0, 0], k[0, 0] @ q[0, 0], atol=1e-5)
 
 
 def test_topk_keeps_budget_with_the_newest_and_skips_padding():
@@ -112,11 +114,12 @@ def test_recall_of_oracle_is_one():
 
 # --- Triton kernels under the interpreter against their torch references -------------------------
 def test_kernels_match_references_under_interpreter():
-    results = run_interpreted("icmlrepro.papers.asyncspade.kernel_check")
-    assert len(results) >= 4
-    for r in results:
-        assert r["kernels_used"], r
-        assert r["gather_attention"] < 1e-4 and r["token_scores"] < 1e-3 and r["quest_page_scores"] < 1e-3, r
+    """The kernel rule's CPU branch (the same ``bench`` the rule runs), in a fresh process with
+    TRITON_INTERPRET=1: the kernels ran, every check passed, timings are listed as not measured."""
+    result = run_interpreted("icmlrepro.papers.asyncspade.kernel_bench")
+    assert result["triton_kernels_ran"] and result["interpreted"], result
+    assert len(result["checks"]) == 12 and all(c["passed"] for c in result["checks"]), result["checks"]
+    assert result["timings"] and all(not t["timed"] and math.isnan(t["kernel_ms"]) for t in result["timings"])
 
 
 def test_gather_attention_over_every_token_equals_dense_attention():
@@ -135,7 +138,7 @@ from icmlrepro.lm import tasks  # noqa: E402
 from icmlrepro.lm.model import build_model  # noqa: E402
 from icmlrepro.lm.tokenizer import train_tokenizer  # noqa: E402
 from icmlrepro.lm.train import train  # noqa: E402
-from icmlrepro.papers.asyncspade.decoding import METHODS, SparseAttention, overlap_summary  # noqa: E402
+from icmlrepro.papers.asyncspade.decoding import METHODS, SparseAttention  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -163,9 +166,89 @@ def test_asyncspade_selects_within_budget_and_measures(lm):
     model, tok, prompts = lm
     with SparseAttention(model, "asyncspade", budget=8, window=8, dense_layers=1, measure=True) as sa:
         D.generate(model, tok, prompts, 30)
-    summary = overlap_summary(sa.stats)
-    assert sa.stats["selections"] > 0 and 0.0 <= summary["wait_rate"] <= 1.0
+    summary = sa.overlap()
+    assert summary["selections"] > 0 and 0.0 <= summary["wait_rate"] <= 1.0
     assert 0.0 < summary["mean_recall"] <= 1.0 and -1.0 <= summary["mean_cosine"] <= 1.0
+
+
+def _decode(model, tok, prompts, method, budget, asynchronous=True, sa=None, **kw):
+    """Selections of one decoding run (layer, cache length, indices) through a fresh SparseAttention,
+    or through ``sa`` when given (state carried over from an earlier generation)."""
+    opts = dict(window=8, dense_layers=1, page_size=4, min_pages=3, asynchronous=asynchronous,
+                keep_selections=True, **kw)
+    if sa is None:
+        with SparseAttention(model, method, budget, **opts) as sa:
+            D.generate(model, tok, prompts, 24)
+        return sa.selections
+    start = len(sa.selections)
+    D.generate(model, tok, prompts, 24)
+    return sa.selections[start:]
+
+
+@pytest.mark.parametrize("method", ["oracle", "quest", "asyncspade", "ideal"])
+def test_selected_count_never_exceeds_the_budget(lm, method):
+    """budget 12 = Quest's floor of 3 pages of 4, so every method must read at most 12 tokens."""
+    model, tok, prompts = lm
+    sel = _decode(model, tok, prompts, method, 12)
+    counts = [int((idx >= 0).sum(-1).max()) for _, _, idx in sel if idx is not None]
+    assert counts and max(counts) <= 12
+
+
+def test_asyncspade_has_no_dense_decode_steps(lm):
+    """From the first decode step on, every sparse-layer step with more cached tokens than the budget
+    reads a selection (the last query stands in until the predictor's window fills)."""
+    model, tok, prompts = lm
+    sel = _decode(model, tok, prompts, "asyncspade", 6)
+    assert sel and all(idx is not None for _, n, idx in sel if n > 6)
+    first = min(n for _, n, _ in sel)
+    assert any(idx is not None for _, n, idx in sel if n == first)
+
+
+def test_asynchronous_equals_synchronous_selection(lm):
+    """The worker thread computes exactly what the synchronous path computes, step by step."""
+    model, tok, prompts = lm
+    a = _decode(model, tok, prompts, "asyncspade", 6, asynchronous=True)
+    s = _decode(model, tok, prompts, "asyncspade", 6, asynchronous=False)
+    assert len(a) == len(s) > 0
+    for (la, na, ia), (ls, ns, is_) in zip(a, s):
+        assert (la, na) == (ls, ns) and (ia is None) == (is_ is None)
+        if ia is not None:
+            assert torch.equal(ia.sort(-1).values, is_.sort(-1).values)
+
+
+@pytest.mark.parametrize("method", ["asyncspade", "quest"])
+def test_a_new_generation_starts_from_clean_state(lm, method):
+    """Batch B decoded after batch A of the same shape selects exactly as batch B decoded alone: no
+    query history, pending selection or page table of A survives (they did before the reset)."""
+    model, tok, prompts = lm
+    half = len(prompts) // 2
+    batch_a, batch_b = prompts[:half], prompts[half: 2 * half]
+    alone = _decode(model, tok, batch_b, method, 8)
+    with SparseAttention(model, method, 8, window=8, dense_layers=1, page_size=4, min_pages=3,
+                         keep_selections=True) as sa:
+        _decode(model, tok, batch_a, method, 8, sa=sa)
+        after = _decode(model, tok, batch_b, method, 8, sa=sa)
+    assert len(after) == len(alone)
+    for (l1, n1, i1), (l2, n2, i2) in zip(after, alone):
+        assert (l1, n1) == (l2, n2)
+        assert (i1 is None and i2 is None) or torch.equal(i1.sort(-1).values, i2.sort(-1).values)
+
+
+def test_predicted_query_recalls_more_than_the_previous_query():
+    """Queries that rotate and drift (what adjacent decode queries do, in miniature): the ridge AR
+    prediction's top-k overlaps the true next query's top-k more than the previous query's does.
+    A predictor that returned the last query (or noise) fails this."""
+    g = torch.Generator().manual_seed(3)
+    heads, d, n, w, k = 8, 32, 400, 16, 20
+    keys = torch.randn(1, heads, n, d, generator=g)
+    phase, freq = torch.rand(heads, d, generator=g) * 6, 0.05 + 0.3 * torch.rand(heads, d, generator=g)
+    s = torch.arange(w + 1, dtype=torch.float32)[:, None, None]
+    seq = torch.cos(freq * s + phase) + 0.02 * s                       # [W+1, heads, d]
+    hist, true = seq[:w].permute(1, 0, 2)[None], seq[w][None]         # [1, heads, W, d], [1, heads, d]
+    oracle = oracle_indices(true, keys, k)
+    pred = recall(topk_indices(token_scores(predict_next(hist), keys), k), oracle, n).mean()
+    prev = recall(topk_indices(token_scores(seq[w - 1][None], keys), k), oracle, n).mean()
+    assert pred > prev + 0.1, (float(pred), float(prev))
 
 
 def test_small_budget_changes_the_output(lm):
@@ -202,7 +285,8 @@ AS = Path("results/smoke/asyncspade")
 def test_smoke_chain_outputs_verdicts_and_timing_flags(smoke_run):
     # everything measured from wall time is flagged as a timing
     check_smoke_paper(smoke_run, "asyncspade", ("tpot_vs_context.png", "accuracy_vs_budget.png", "recall_vs_window.png"),
-                      lambda name: name.startswith(("tpot", "selection_wait", "predictor_time")))
+                      lambda name: name.startswith(("tpot", "selection_wait", "predictor_time", "kernel_ms",
+                                                    "kernel_torch_ms", "kernel_bandwidth_share")))
 
 
 @pytest.mark.integration

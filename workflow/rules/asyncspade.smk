@@ -1,8 +1,9 @@
 # AsyncSpade: asynchronous query-aware sparse decoding (resources/claims/asyncspade.yaml).
 # lm_train (the substrate's target model; AsyncSpade trains nothing of its own: the query predictor
 # is fitted online) -> asyncspade_data (seed) -> asyncspade_predict (seed) / asyncspade_accuracy (seed)
-# and asyncspade_tpot -> asyncspade_eval -> asyncspade_figures. Decoding and kernel rules are GPU-tagged.
-from icmlrepro.papers.asyncspade.workflow_inputs import asyncspade_tables
+# and asyncspade_tpot, asyncspade_kernels -> asyncspade_eval -> asyncspade_figures. Decoding and kernel rules
+# are GPU-tagged: their stages compute on core.device.torch_device() (CUDA when the job was given a GPU).
+from icmlrepro.papers.asyncspade.workflow_inputs import asyncspade_tables, asyncspade_tpot_runtime
 
 
 rule asyncspade_data:
@@ -95,7 +96,7 @@ rule asyncspade_tpot:
     threads: 2  # the decode loop and the selection worker, one core each
     resources:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
-        runtime=lambda wildcards, attempt: 30 * attempt,
+        runtime=lambda wildcards, attempt: asyncspade_tpot_runtime(paper_settings(config, "asyncspade", wildcards.scale)) * attempt,
         gpu=GPU["gpu"],
         gpu_model=GPU["gpu_model"],
     conda:
@@ -104,16 +105,41 @@ rule asyncspade_tpot:
         STAGE
 
 
+rule asyncspade_kernels:
+    output:
+        kernels="results/{scale}/asyncspade/kernels/kernels.json",
+        figure=report("results/{scale}/asyncspade/figures/kernels.png", caption="../../report/captions/asyncspade.rst", category="asyncspade"),
+    params:
+        stage="asyncspade.kernel_bench",
+        spec=paths_spec,
+        settings=settings_of("asyncspade", "seeds"),
+    log:
+        "results/{scale}/asyncspade/logs/asyncspade_kernels.log",
+    benchmark:
+        "results/{scale}/asyncspade/benchmarks/asyncspade_kernels.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 15 * attempt,
+        gpu=GPU["gpu"],
+        gpu_model=GPU["gpu_model"],
+    conda:
+        ENV
+    shell:
+        TRITON_CPU_ENV + STAGE
+
+
 rule asyncspade_eval:
     input:
         unpack(lambda wildcards: asyncspade_tables(paper_settings(config, "asyncspade", wildcards.scale))),
         tpot=rules.asyncspade_tpot.output.table,
+        kernels=rules.asyncspade_kernels.output.kernels,
     output:
         metrics="results/{scale}/asyncspade/metrics.json",
     params:
         stage="asyncspade.evaluate",
         spec=paths_spec,
-        settings=settings_of("asyncspade", "seeds", "window", "order"),
+        settings=settings_of("asyncspade", "seeds", "window", "order", "tpot"),
     log:
         "results/{scale}/asyncspade/logs/asyncspade_eval.log",
     benchmark:
@@ -156,5 +182,5 @@ rule asyncspade_figures:
 
 PAPER_OUTPUTS["asyncspade"] = {
     "metrics": rules.asyncspade_eval.output.metrics,
-    "figures": list(rules.asyncspade_figures.output),
+    "figures": list(rules.asyncspade_figures.output) + [rules.asyncspade_kernels.output.figure],
 }

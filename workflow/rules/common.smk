@@ -35,6 +35,9 @@ ENV = "../../envs/pipeline.yaml"
 
 wildcard_constraints:
     scale="smoke|default|paper",
+# Kernel rules on a job without a GPU run Triton under its interpreter, which must be on before triton is
+# imported (a GPU-tagged job that finds no CUDA switches it on in-process: core.kernelbench).
+TRITON_CPU_ENV = "TRITON_INTERPRET=1 " if GPU["gpu"] == 0 else ""
     seed=r"\d+",
 
 

@@ -10,7 +10,6 @@ steps after a warm-up (:func:`tpot`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,6 +19,8 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from icmlrepro.core.timer import Timings
 
 # selector(layer_idx, query[b, heads, 1, d], key[b, kv_heads, n, d], value, positions=position_ids[b, 1],
 #          valid=bool[b, n] (False at left padding))
@@ -47,38 +48,42 @@ def _pick(logits: torch.Tensor, do_sample: bool, temperature: float, generator: 
 @torch.no_grad()
 def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, do_sample: bool = False,
              temperature: float = 1.0, seed: int = 0) -> Generation:
-    """Generate continuations of ``prompts`` (left-padded batch) until EOS or ``max_new_tokens``."""
+    """Generate continuations of ``prompts`` (left-padded batch) until EOS or ``max_new_tokens``.
+
+    Runs on the model's device; step times are device times (CUDA events on CUDA, ``core.timer``).
+    """
+    device = model.device
     enc = tokenizer(prompts, return_tensors="pt", padding=True)
-    ids, mask = enc["input_ids"], enc["attention_mask"]
+    ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    gen = torch.Generator().manual_seed(seed) if do_sample else None
+    gen = torch.Generator(device=device).manual_seed(seed) if do_sample else None
     cache = DynamicCache(config=model.config)
-    t0 = time.perf_counter()
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                   use_cache=True).logits[:, -1]
-    prefill = time.perf_counter() - t0
-    b = ids.shape[0]
-    done = torch.zeros(b, dtype=torch.bool)
-    out = [[] for _ in range(b)]
-    steps = []
-    pos = pos[:, -1:]
-    for _ in range(max_new_tokens):
-        t0 = time.perf_counter()
-        nxt = _pick(logits, do_sample, temperature, gen)
-        nxt = torch.where(done, torch.full_like(nxt, tokenizer.pad_token_id), nxt)
-        for i in range(b):
-            if not done[i] and nxt[i] != tokenizer.eos_token_id:
-                out[i].append(int(nxt[i]))
-        done |= nxt == tokenizer.eos_token_id
-        if bool(done.all()):
-            break
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)  # finished rows feed padding, never read
-        pos = pos + 1
-        logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache,
+    timings = Timings(device)
+    with timings.region("prefill"):
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
                        use_cache=True).logits[:, -1]
-        steps.append(time.perf_counter() - t0)
+    b = ids.shape[0]
+    done = [False] * b
+    out = [[] for _ in range(b)]
+    pos = pos[:, -1:]
+    pad = torch.tensor(tokenizer.pad_token_id, device=device)
+    for _ in range(max_new_tokens):
+        with timings.region("step"):
+            nxt = _pick(logits, do_sample, temperature, gen)
+            nxt = torch.where(torch.tensor(done, device=device), pad, nxt)
+            for i, tok in enumerate(nxt.tolist()):  # one device-to-host copy per step
+                if not done[i] and tok != tokenizer.eos_token_id:
+                    out[i].append(tok)
+                done[i] = done[i] or tok == tokenizer.eos_token_id
+            if all(done):
+                timings.discard_last("step")  # the last pick is not a decode step
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)  # finished rows feed padding, never read
+            pos = pos + 1
+            logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache,
+                           use_cache=True).logits[:, -1]
     texts = [tokenizer.decode(t, skip_special_tokens=True) for t in out]
-    return Generation(out, texts, steps, prefill)
+    return Generation(out, texts, timings.seconds("step"), timings.total("prefill"))
 
 
 @torch.no_grad()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
@@ -38,7 +39,7 @@ def run(job) -> None:
     mf = MetricsFile("lm", p["scale"], replicate="seed", replicates=[p["seeds"][0]])
     tables = []
     for role in ("target", "draft"):
-        model, tok = load(job.input[role])
+        model, tok = load(job.input[role], torch_device())  # a GPU-tagged rule: CUDA when given one
         df, steps = evaluate_model(model, tok, tasks, p["eval_batch_size"], p["max_new_tokens"])
         df.insert(0, "role", role)
         tables.append(df)

@@ -38,8 +38,15 @@ def build_model(vocab_size: int, size: dict, tokenizer: PreTrainedTokenizerFast,
     return Qwen3ForCausalLM(build_config(vocab_size, size, tokenizer))
 
 
-def load(path: str | Path, dtype: torch.dtype = torch.float32):
-    """Model and tokenizer from a local directory (pipeline checkpoint or real Qwen3 weights)."""
+def load(path: str | Path, device: str = "cpu", dtype: "torch.dtype | str" = "auto"):
+    """Model (on ``device``, eval mode) and tokenizer from a local directory (pipeline checkpoint or
+    real Qwen3 weights).
+
+    ``dtype="auto"`` keeps the checkpoint's own dtype: bf16 for Qwen3-8B's published weights, fp32
+    for the pipeline's miniature checkpoints. transformers builds the model on the meta device and
+    fills it from the shards in that dtype, so an 8B model never exists as an fp32 host copy; it is
+    then moved to ``device`` (a GPU-tagged stage passes ``core.device.torch_device()``).
+    """
     path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{path}: no config.json; expected a local model directory "
@@ -47,7 +54,7 @@ def load(path: str | Path, dtype: torch.dtype = torch.float32):
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
     tokenizer.padding_side = "left"
-    model.eval()
+    model.to(device).eval()
     return model, tokenizer
 
 

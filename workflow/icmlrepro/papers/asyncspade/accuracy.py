@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.seeding import seed_everything
 from icmlrepro.lm.data import tasks_from_table
 from icmlrepro.lm.evaluate import evaluate_model
 from icmlrepro.lm.model import load
 
-from .decoding import SparseAttention, overlap_summary
+from .decoding import SparseAttention
 
 SPARSE = ("oracle", "quest", "asyncspade")
 
@@ -32,7 +33,7 @@ def run(job) -> None:
     p = job.params
     seed = int(job.wildcards.seed)
     seed_everything(seed)
-    model, tok = load(job.input.target)
+    model, tok = load(job.input.target, torch_device())
     tasks = tasks_from_table(read_parquet(job.input.eval))
     runs = [("full", 0)] + [(m, b) for b in p["budgets"] for m in SPARSE]
     tables = []
@@ -40,7 +41,7 @@ def run(job) -> None:
         with SparseAttention(model, method, budget, measure=method == "asyncspade",
                              **selector_options(p, p["page_size"])) as sa:
             df, _ = evaluate_model(model, tok, tasks, p["eval_batch_size"], p["max_new_tokens"])
-        summary = overlap_summary(sa.stats) if method == "asyncspade" else {}
+        summary = sa.overlap() if method == "asyncspade" else {}
         df.insert(0, "seed", seed)
         df.insert(1, "method", method)
         df.insert(2, "budget", budget)

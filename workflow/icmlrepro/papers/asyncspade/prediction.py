@@ -9,14 +9,14 @@ previous query reused as is (no regression), and the true query itself (recall 1
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import torch
 from transformers import DynamicCache
 
+from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.seeding import seed_everything
+from icmlrepro.core.timer import Interval
 from icmlrepro.lm.data import tasks_from_table
 from icmlrepro.lm.decode import QueryRecorder
 from icmlrepro.lm.model import load
@@ -29,7 +29,7 @@ from .selectors import recall, token_scores
 def topk_past(scores: torch.Tensor, t: torch.Tensor, k: int) -> torch.Tensor:
     """Top-k over the tokens before each row's position ``t``: ``scores[T, heads, n]``."""
     n = scores.shape[-1]
-    future = torch.arange(n)[None, :] >= t[:, None]
+    future = torch.arange(n, device=scores.device)[None, :] >= t[:, None]
     return scores.masked_fill(future[:, None, :], float("-inf")).topk(k, dim=-1).indices
 
 
@@ -43,7 +43,7 @@ def analyse_trace(model, ids: torch.Tensor, windows: list[int], order: int, lam:
     finally:
         rec.remove()
     n = ids.shape[1]
-    t = torch.arange(max(max(windows), order + 1, budget + 1), n, stride)
+    t = torch.arange(max(max(windows), order + 1, budget + 1), n, stride, device=ids.device)
     rows = []
     for layer in range(dense_layers, len(model.model.layers)):
         q_pre = rec.queries[layer][0][0]                    # [n, heads, d]
@@ -54,9 +54,9 @@ def analyse_trace(model, ids: torch.Tensor, windows: list[int], order: int, lam:
         preds = {"previous query": (q_pre[t - 1], 0.0)}
         for w in windows:
             hist = torch.stack([q_pre[t - w + j] for j in range(w)], dim=-2)  # [T, heads, W, d]
-            t0 = time.perf_counter()
-            pred = predict_next(hist, order, lam)
-            preds[f"ridge AR({order}), W={w}"] = (pred, (time.perf_counter() - t0) / len(t))
+            with Interval(ids.device) as timer:  # device time (CUDA events on GPU)
+                pred = predict_next(hist, order, lam)
+            preds[f"ridge AR({order}), W={w}"] = (pred, timer.seconds() / len(t))
         for name, (pred, secs) in preds.items():
             sel = topk_past(token_scores(rotate_to(model, pred, t), keys_t), t, budget)
             rows.append({"layer": layer, "predictor": name,
@@ -72,10 +72,10 @@ def run(job) -> None:
     a = p["prediction"]
     seed = int(job.wildcards.seed)
     seed_everything(seed)
-    model, tok = load(job.input.target)
+    model, tok = load(job.input.target, torch_device())
     rows = []
     for i, task in enumerate(tasks_from_table(read_parquet(job.input.traces))):
-        ids = tok(task.text, return_tensors="pt")["input_ids"]
+        ids = tok(task.text, return_tensors="pt")["input_ids"].to(model.device)
         for r in analyse_trace(model, ids, a["windows"], p["order"], p["ridge_lambda"], a["budget"],
                                p["dense_layers"], a["stride"]):
             rows.append({"seed": seed, "trace": i, "family": task.family, **r})

@@ -10,3 +10,10 @@ def asyncspade_tables(settings: dict) -> dict[str, list[str]]:
         "accuracy": [f"results/{scale}/asyncspade/accuracy/seed{s}.parquet" for s in seeds],
         "prediction": [f"results/{scale}/asyncspade/prediction/seed{s}.parquet" for s in seeds],
     }
+
+
+def asyncspade_tpot_runtime(settings: dict) -> int:
+    """Minutes of ``asyncspade_tpot`` (first attempt): the memory-bound step-time model of ``memory.py``."""
+    from .memory import runtime_minutes
+
+    return runtime_minutes(settings["tpot"])
