@@ -1,5 +1,7 @@
 """RPG-Encoder: the graph of a hand-written package, incremental evolution, masking, BM25, coverage."""
 
+import ast
+import dataclasses
 import math
 import textwrap
 
@@ -12,13 +14,15 @@ from icmlrepro.papers.rpg_encoder import encoder as E
 from icmlrepro.papers.rpg_encoder.bm25 import BM25
 from icmlrepro.papers.rpg_encoder.changelog_tasks import Resolver, changelog_tasks
 from icmlrepro.papers.rpg_encoder.code_units import parse_file
-from icmlrepro.papers.rpg_encoder.evolution import replay, simulate_commit
-from icmlrepro.papers.rpg_encoder.evaluate import coverage_table
+from icmlrepro.papers.rpg_encoder.evolution import hierarchy_agreement, replay, simulate_commit
+from icmlrepro.papers.rpg_encoder.reconstruction import reconstruction_table, stub_entities, stub_source
+from icmlrepro.papers.rpg_encoder.signatures import from_ast, from_runtime, parameter_names
 from icmlrepro.papers.rpg_encoder.inventory import module_entities
 from icmlrepro.papers.rpg_encoder.lifting import Lifter
 from icmlrepro.papers.rpg_encoder.navigation import RepoIndex, check_equal_budget, expand, neighbour_max
 from icmlrepro.papers.rpg_encoder.news import Entry, mask_reference, parse_entries
-from icmlrepro.papers.rpg_encoder.synthetic_issues import synthetic_tasks
+from icmlrepro.papers.rpg_encoder.leaks import file_stem, location_leak, mask_location, overlap
+from icmlrepro.papers.rpg_encoder.synthetic_issues import TEMPLATE_TOKENS, synthetic_tasks, with_leak_columns
 from icmlrepro.papers.rpg_encoder.text import split_identifier, tokenize
 
 from .conftest import check_smoke_paper
@@ -211,13 +215,47 @@ def test_simulated_commit_has_the_requested_size():
 def test_synthetic_issues_never_name_their_target():
     rpg = E.encode("pkg", PKG, SETTINGS)
     nodes, edges = E.node_table(rpg), E.edge_table(rpg)
-    tasks = synthetic_tasks(nodes, edges, "pkg", 10, ["behaviour", "caller", "error"], 1.0, 20, 1, 1.0,
+    tasks = synthetic_tasks(nodes, edges, "pkg", 10, ["behaviour", "caller", "error"], 1.0, 20, 1, 1.0, 0.2,
                             np.random.default_rng(0))
     assert len(tasks) >= 4
     for t in tasks.itertuples():
         name = t.gold.split(":")[1].split(".")[-1]
         assert name not in t.query
         assert not set(tokenize(t.query)) & set(split_identifier(name)), (t.gold, t.query)
+
+
+def test_main_queries_never_leak_the_location_and_a_planted_leak_is_caught():
+    rpg = E.encode("pkg", PKG, SETTINGS)
+    nodes, edges = E.node_table(rpg), E.edge_table(rpg)
+    tasks = synthetic_tasks(nodes, edges, "pkg", 10, ["behaviour", "caller", "error"], 1.0, 20, 1, 1.0, 0.0,
+                            np.random.default_rng(0))
+    assert tasks.location_leak.all()  # mention = 1: every prefixed query says "In pkg.core.Engine: ..."
+    assert not tasks.location_leak_main.any()
+    for t in tasks.itertuples():
+        stem = file_stem(t.gold_file)
+        assert stem not in t.query.lower() and not location_leak(t.query, t.gold_file, None), t.query
+    # a leak planted in an otherwise clean main query is caught, and masking removes it again
+    planted = tasks.assign(query_prefixed=tasks["query"] + " (seen in the core module)")
+    caught = with_leak_columns(planted, nodes)
+    assert caught.location_leak[tasks.gold_file == "pkg/core.py"].all()
+    assert not caught.location_leak[tasks.gold_file != "pkg/core.py"].any()  # util.py tasks: "core" is not theirs
+    assert not location_leak(mask_location("parse the Engine state in pkg.core", "pkg/core.py", "Engine"),
+                             "pkg/core.py", "Engine")
+    assert location_leak("calls getEngine()", "pkg/core.py", "Engine")  # a token inside an identifier counts
+    assert file_stem("pkg/__init__.py") == "pkg" and file_stem("email/message.py") == "message"
+
+
+def test_removed_description_words_leave_the_overlap_of_kept_ones():
+    rpg = E.encode("pkg", PKG, SETTINGS)
+    nodes, edges = E.node_table(rpg), E.edge_table(rpg)
+    every = synthetic_tasks(nodes, edges, "pkg", 10, ["behaviour"], 1.0, 20, 1, 0.0, 0.0, np.random.default_rng(1))
+    # (NaN: a query whose only content word is also a template word, "step")
+    assert every.overlap_indexed.notna().sum() >= 4
+    assert (every.overlap_indexed.dropna() == 1.0).all()  # behaviour issues are made of the unit's own words
+    assert (every.overlap_after.dropna() == 0.0).all()  # all removed from its indexed text
+    kept = synthetic_tasks(nodes, edges, "pkg", 10, ["behaviour"], 1.0, 20, 1, 0.0, 1.0, np.random.default_rng(1))
+    assert (kept.overlap_after.dropna() == 1.0).all() and not any(len(r) for r in kept.removed)
+    assert overlap("Regression in the routine that doubles", {"doubles"}, TEMPLATE_TOKENS) == 1.0
 
 
 def test_changelog_entry_is_parsed_and_its_target_masked():
@@ -257,6 +295,37 @@ def test_bm25_matches_a_hand_computed_case():
     expect1 = idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 1 / avgdl))
     assert np.allclose(bm.scores(["a", "zzz"]), [expect0, expect1, 0.0])
     assert np.allclose(bm.scores(["a", "a"]), bm.scores(["a"]))  # each distinct query term once
+
+
+@pytest.mark.parametrize("k1, b", [(1.2, 0.75), (0.5, 0.3), (2.0, 1.0)])
+def test_bm25_matches_bm25s_lucene_on_a_random_corpus(k1, b):
+    """The same scores as bm25s's Lucene BM25 (idf = ln(1 + (N - df + 0.5) / (df + 0.5))), every document, up
+    to the constant factor k1 + 1 that Lucene (since 8.0) and bm25s leave out of the numerator: it changes no
+    ranking, and the textbook Okapi form keeps it."""
+    import bm25s
+
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(40)]
+    docs = [list(rng.choice(vocab, size=rng.integers(1, 30))) for _ in range(60)]
+    ref = bm25s.BM25(method="lucene", k1=k1, b=b)
+    ref.index(docs, show_progress=False)
+    ours = BM25(docs, k1=k1, b=b)
+    for _ in range(10):
+        query = list(dict.fromkeys(rng.choice(vocab, size=4)))
+        assert np.allclose(ours.scores(query), (k1 + 1) * ref.get_scores(query), rtol=1e-5, atol=1e-6)
+    assert np.isclose(ours.score_doc(docs[3], query), ours.scores(query)[3])  # an indexed document scores alike
+
+
+def test_removed_words_lower_only_the_gold_unit():
+    rpg = E.encode("pkg", PKG, SETTINGS)
+    idx = RepoIndex.build("pkg", E.node_table(rpg), E.edge_table(rpg))
+    params, fixed = {"k1": 1.2, "b": 0.75}, {"k1": 1.2, "b": 0.75, "hops": 1, "decay": 0.5}
+    query = "double a number twice"
+    whole = idx.scores("bm25_code", params, fixed, query)
+    cut = idx.scores("bm25_code", params, fixed, query, drop=("pkg/util.py:helper", ("double", "number")))
+    gold = idx.position["pkg/util.py:helper"]
+    assert whole[gold] > 0 and cut[gold] == 0.0  # nothing of the query is left in its own text
+    assert np.array_equal(np.delete(whole, gold), np.delete(cut, gold))
 
 
 def test_expansion_takes_the_best_neighbour_with_decay():
@@ -312,11 +381,85 @@ def test_coverage_counts_what_the_parser_misses_against_the_runtime_inventory(tm
     entities, err = module_entities("rpg_probe_mod", "rpg_probe_mod.py", code)
     assert err is None
     assert {e.qualname for e in entities} == {"A", "A.Inner", "A.Inner.f", "A.cond", "A.m", "g"}  # no namedtuple P
-    inv = pd.DataFrame([{"repo": "r", "path": e.path, "qualname": e.qualname, "kind": e.kind,
-                         "documented": e.documented} for e in entities])
+    inv = pd.DataFrame([{"repo": "r", **dataclasses.asdict(e)} for e in entities])
     nodes = E.node_table(E.encode("r", {"rpg_probe_mod.py": code}, SETTINGS))
-    cov = coverage_table(inv, nodes).iloc[0]
-    assert (cov.entities, cov.rpg, cov.docs) == (6, 3, 2)  # RPG has A, A.m, g; docstrings on A and A.m
+    cov = reconstruction_table(inv, nodes).set_index("qualname")
+    assert set(cov.index[cov.rpg]) == {"A", "A.m", "g"}  # the stubs miss the nested class and the conditional method
+    assert set(cov.index[cov.docs]) == {"A", "A.m"}  # own docstrings (A.m has no parameter to name)
+
+
+def test_reconstruction_fails_where_the_stub_differs_from_what_runs(tmp_path, monkeypatch):
+    """Two definitions of one function: the RPG keeps the first (as the published parser does), the
+    module runs the second."""
+    code = src('''
+        def f(a):
+            """Use a."""
+
+
+        def f(a, b=1, *rest, key, **kw):
+            """Use a, b, rest, key and kw."""
+
+
+        class K:
+            def m(self, z=None):
+                pass
+        ''')
+    (tmp_path / "rpg_probe_sig.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entities, err = module_entities("rpg_probe_sig", "rpg_probe_sig.py", code)
+    assert err is None
+    sig = {e.qualname: e.signature for e in entities}
+    assert sig["f"] == "(a, b=, *rest, key, **kw)" and sig["K.m"] == "(self, z=)"
+    inv = pd.DataFrame([{"repo": "r", **dataclasses.asdict(e)} for e in entities])
+    nodes = E.node_table(E.encode("r", {"rpg_probe_sig.py": code}, SETTINGS))
+    cov = reconstruction_table(inv, nodes).set_index("qualname")
+    assert cov.loc["f", "rpg_name"] and not cov.loc["f", "rpg"]  # the stub has f(a): wrong arity
+    assert cov.loc["K.m", "rpg"] and cov.loc["K", "rpg"]
+    assert cov.loc["f", "docs"] and not cov.loc["K.m", "docs"]  # undocumented method
+    assert stub_entities(stub_source(nodes[nodes.kind.isin(["class", "function", "method"])]))["K.m"] == (
+        "function", "(self, z=)")
+
+
+@pytest.mark.parametrize("params", ["", "a", "a, b=2", "a, /, b, *, c, d=1", "*args, **kw", "a=1, /, *r, k=2, **kw",
+                                    "self, x, *, y"])
+def test_signature_is_the_same_from_the_ast_and_at_run_time(params):
+    ns: dict = {}
+    exec(f"def f({params}): pass", ns)
+    assert from_ast(ast.parse(f"def f({params}): pass").body[0].args) == from_runtime(ns["f"])
+    assert parameter_names(from_runtime(ns["f"])) == [p.split("=")[0].strip(" */") for p in params.split(",")
+                                                       if p.strip() not in ("", "/", "*")]
+
+
+# --- claims: controls -----------------------------------------------------------------------------
+def test_every_claim_names_a_control_or_says_why_not_and_no_control_reproduces_itself():
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    claims = load_claims("rpg_encoder").claims
+    assert all(c.not_testable or c.controls or c.no_control or c.by_construction for c in claims)
+    controlled = [c for c in claims if c.controls]
+    assert {c.id for c in controlled} == {"sota_verified_acc5", "reconstruction_coverage"}
+    for claim in controlled:
+        def judged(metric_values):
+            mf = MetricsFile("rpg_encoder", "test", replicates=[0, 1, 2])
+            for c in claim.conditions:
+                if c.metric not in mf.metrics:
+                    mf.add(c.metric, metric_values, unit="fraction", direction="higher", description="")
+                if c.control not in mf.metrics:
+                    mf.add(c.control, [0.40, 0.46, 0.43], unit="fraction", direction="higher", description="")
+            return V.judge_claim(claim, mf).verdict
+        assert judged([0.97, 0.98, 0.99]) == V.REPRODUCED, claim.id  # the method far above its control
+        assert judged([0.40, 0.46, 0.43]) != V.REPRODUCED, claim.id  # the control's own values do not reproduce
+
+
+def test_hierarchy_agreement_is_one_for_the_same_partition_and_counts_moves():
+    a = E.encode("pkg", NEW, E.Settings(area_size=2, sub_size=1, seed=0))
+    assert hierarchy_agreement(a, a) == {"subarea_ari": 1.0, "area_ari": 1.0}
+    b = dataclasses.replace(a, hierarchy=E._copy_hierarchy(a.hierarchy))
+    files = sorted(b.hierarchy.file_sub)
+    b.hierarchy.file_sub = {f: b.hierarchy.file_sub[files[0]] for f in files}  # everything in one sub-area
+    assert hierarchy_agreement(a, b)["subarea_ari"] == 0.0 < len(set(a.hierarchy.file_sub.values())) - 1
 
 
 # --- the smoke chain through Snakemake -------------------------------------------------------------

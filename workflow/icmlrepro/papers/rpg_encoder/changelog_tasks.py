@@ -5,8 +5,10 @@ the unit of our standard-library graph that defines it: first at run time (impor
 follow the attributes, read the function's ``__module__`` and ``__qualname__``, which also
 follows re-exports like ``asyncio.run`` -> ``asyncio/runners.py:run``), else by a unique
 suffix match of ``module.qualname`` against the graph's units. Entries whose references
-resolve to exactly one function or method become tasks; the query is the entry with the name
-masked (:func:`.news.mask_reference`).
+resolve to exactly one function or method become tasks. The *prefixed* query is the entry with the
+name masked and its qualifying prefix kept (``email.message.Message.___``, :func:`.news.mask_reference`);
+the main query also masks the target's location, its file's stem and class, wherever they occur
+(:func:`.leaks.mask_location`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pandas as pd
 
 from .code_units import module_name
 from .inventory import NEVER_IMPORT
+from .leaks import mask_location
 from .news import Entry, mask_reference
 
 
@@ -103,8 +106,11 @@ def changelog_tasks(entries: list[Entry], unit_ids: list[str], sections: list[st
         if len(resolved) != 1:
             continue
         (uid, ref), = resolved.items()
-        name = uid.split(":", 1)[1].split(".")[-1]
-        rows.append({"task": f"{repo}#{e.issue}", "repo": repo, "gold": uid, "gold_file": uid.split(":", 1)[0],
-                     "template": "changelog", "query": mask_reference(e.text, ref, name), "reference": ref})
-    df = pd.DataFrame(rows, columns=["task", "repo", "gold", "gold_file", "template", "query", "reference"])
-    return df.drop_duplicates("task").reset_index(drop=True)
+        path, qual = uid.split(":", 1)
+        name, parent = qual.split(".")[-1], (qual.rsplit(".", 1)[0] if "." in qual else None)
+        prefixed = mask_reference(e.text, ref, name)
+        rows.append({"task": f"{repo}#{e.issue}", "repo": repo, "gold": uid, "gold_file": path,
+                     "template": "changelog", "query": mask_location(prefixed, path, parent),
+                     "query_prefixed": prefixed, "removed": [], "reference": ref})
+    return pd.DataFrame(rows, columns=["task", "repo", "gold", "gold_file", "template", "query", "query_prefixed",
+                                       "removed", "reference"]).drop_duplicates("task").reset_index(drop=True)

@@ -20,6 +20,8 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 
+from .signatures import from_ast as signature_from_ast
+
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 CONTROL_FLOW = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
 if hasattr(ast, "TryStar"):  # Python 3.11+
@@ -44,6 +46,7 @@ class Unit:
     messages: list[str] = field(default_factory=list)
     bases: list[str] = field(default_factory=list)
     methods: list[str] = field(default_factory=list)
+    signature: str = ""  # canonical parameter list of a function/method (:mod:`.signatures`)
     code: str = ""
     body_line: int = 0  # where the body's first statement starts (line, column)
     body_col: int = 0
@@ -210,6 +213,7 @@ def _facts(node: ast.AST, unit: Unit) -> None:
         a = node.args
         unit.args = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs] if x.arg not in ("self", "cls")]
         unit.args += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+        unit.signature = signature_from_ast(a)
     else:
         unit.bases = [d for d in (dotted(b) for b in node.bases) if d]
         unit.methods = [s.name for s in node.body if isinstance(s, FUNCS)]

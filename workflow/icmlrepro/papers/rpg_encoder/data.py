@@ -8,6 +8,7 @@ and the releases replayed by the evolution experiment. A provenance record says 
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from icmlrepro.core.io import write_json, write_parquet
 
 from . import sources as S
 from .code_units import module_name
-from .inventory import module_entities
+from .inventory import Entity, module_entities
 from .news import parse_entries, read_news
 
 
@@ -38,9 +39,8 @@ def inventory(src: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
         entities, err = module_entities(module, r.path, r.source)
         if err:
             failed[f"{r.repo}:{module}"] = err
-        rows += [{"repo": r.repo, "path": e.path, "qualname": e.qualname, "kind": e.kind, "documented": e.documented}
-                 for e in entities]
-    return pd.DataFrame(rows, columns=["repo", "path", "qualname", "kind", "documented"]), failed
+        rows += [{"repo": r.repo, **dataclasses.asdict(e)} for e in entities]
+    return pd.DataFrame(rows, columns=["repo", *(f.name for f in dataclasses.fields(Entity))]), failed
 
 
 def changelog_entries(p) -> tuple[pd.DataFrame, str | None]:

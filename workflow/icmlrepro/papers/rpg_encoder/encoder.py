@@ -193,11 +193,11 @@ def node_table(rpg: RPG) -> pd.DataFrame:
             uid = f"{path}:{u.qualname}"
             rows.append({"id": uid, "kind": u.kind, "path": path, "text": rpg.features[uid], "qualname": u.qualname,
                          "parent": u.parent or "", "lineno": u.lineno, "end_lineno": u.end_lineno,
-                         "docstring": u.docstring, "code": u.code, "args": list(u.args),
+                         "docstring": u.docstring, "code": u.code, "args": list(u.args), "signature": u.signature,
                          "identifiers": list(u.identifiers), "messages": list(u.messages),
                          "subarea": sub, "area": h.sub_area.get(sub, "")})
     df = pd.DataFrame(rows)
-    for col in ("qualname", "parent", "docstring", "code", "subarea", "area"):
+    for col in ("qualname", "parent", "docstring", "code", "signature", "subarea", "area"):
         df[col] = df[col].fillna("") if col in df else ""
     for col in ("lineno", "end_lineno"):
         df[col] = df[col].fillna(0).astype("int64") if col in df else 0

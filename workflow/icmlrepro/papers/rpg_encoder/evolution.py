@@ -18,6 +18,7 @@ import ast
 import re
 
 import numpy as np
+from sklearn.metrics import adjusted_rand_score
 
 from . import encoder as E
 from .code_units import ParsedFile, Unit
@@ -34,8 +35,21 @@ def ledger(lifter: Lifter) -> dict[str, int]:
     return {k: int(lifter.calls.get(k, 0)) for k in COST_KINDS}
 
 
+def hierarchy_agreement(a: E.RPG, b: E.RPG) -> dict[str, float]:
+    """Adjusted Rand index of the file -> sub-area and file -> area assignments of two graphs (shared
+    files): 1 = the same partition, about 0 = no more alike than chance."""
+    ha, hb = a.hierarchy, b.hierarchy
+    files = sorted(set(ha.file_sub) & set(hb.file_sub))
+    if not files:
+        return {"subarea_ari": float("nan"), "area_ari": float("nan")}
+    return {"subarea_ari": float(adjusted_rand_score([ha.file_sub[f] for f in files], [hb.file_sub[f] for f in files])),
+            "area_ari": float(adjusted_rand_score([ha.sub_area[ha.file_sub[f]] for f in files],
+                                                  [hb.sub_area[hb.file_sub[f]] for f in files]))}
+
+
 def compare(incremental: E.RPG, full: E.RPG) -> dict[str, float]:
-    """How far the incrementally kept graph is from a full rebuild of the same tree."""
+    """How far the incrementally kept graph is from a full rebuild of the same tree: units, edges,
+    features, file summaries and the functional hierarchy."""
     units_i, units_f = dict(incremental.features), dict(full.features)
     shared = sorted(set(units_i) & set(units_f))
     same = sum(units_i[u] == units_f[u] for u in shared)
@@ -43,8 +57,9 @@ def compare(incremental: E.RPG, full: E.RPG) -> dict[str, float]:
         "same_units": float(set(units_i) == set(units_f)),
         "same_dependency_edges": float(incremental.edges == full.edges),
         "feature_agreement": same / len(shared) if shared else float("nan"),
-        "summary_agreement": float(np.mean([incremental.summaries[p] == full.summaries[p] for p in full.summaries]))
-        if full.summaries else float("nan"),
+        "summary_agreement": float(np.mean([incremental.summaries.get(p) == full.summaries[p]
+                                            for p in full.summaries])) if full.summaries else float("nan"),
+        **hierarchy_agreement(incremental, full),
     }
 
 

@@ -14,28 +14,32 @@ LABELS = {"bm25_code": "BM25 over code", "dep_graph": "dependency graph", "rpg":
 
 
 def plot_localization(acc: pd.DataFrame, path) -> None:
-    """Acc@1 and Acc@5 at function and file level; bars = mean over seeds, dots = seeds."""
+    """Acc@5 at function and file level on the main (leak-free) tasks and, beside them, on the tasks as
+    first written (location kept, copied words left in); bars = mean over seeds, dots = seeds."""
     fig, axes = new_figure(ncols=2, width=5.0)
-    cols = [(lvl, k) for lvl in ("function", "file") for k in (1, 5)]
+    cols = [(lvl, v) for v in ("main", "prefixed") for lvl in ("function", "file")]
     width = 0.8 / len(METHODS)
     for ax, taskset in zip(axes, ("synthetic", "changelog")):
-        d = acc[acc.taskset == taskset]
+        d = acc[(acc.taskset == taskset) & (acc.subset == "all") & (acc.k == 5)]
         for j, m in enumerate(METHODS):
             x = np.arange(len(cols)) + (j - (len(METHODS) - 1) / 2) * width
-            vals = [d[(d.method == m) & (d.level == lvl) & (d.k == k)]["accuracy"].to_numpy() for lvl, k in cols]
+            vals = [d[(d.method == m) & (d.level == lvl) & (d.variant == v)]["accuracy"].to_numpy() for lvl, v in cols]
             ax.bar(x, [v.mean() if v.size else np.nan for v in vals], width, label=LABELS[m])
             for xi, v in zip(x, vals):
                 ax.plot(np.full(v.size, xi), v, "k.", ms=2)
-        ax.set_xticks(np.arange(len(cols)), [f"{lvl}\nAcc@{k}" for lvl, k in cols], fontsize=7)
-        ax.set(ylim=(0, 1), ylabel="accuracy", title=f"{taskset} issues")
+        ax.set_xticks(np.arange(len(cols)), [f"{lvl}\n{'leak-free' if v == 'main' else 'prefixed'}" for lvl, v in cols],
+                      fontsize=7)
+        ax.set(ylim=(0, 1), ylabel="Acc@5", title=f"{taskset} issues")
     axes[0].legend(fontsize=7)
     save(fig, path)
 
 
 def plot_releases(rel: pd.DataFrame, path) -> None:
-    """Lifting calls per release difference: incremental update vs full rebuild (log scale)."""
+    """Lifting calls per release difference: incremental update vs full rebuild (log scale; costs do
+    not depend on the clustering seed, so one seed's replay is shown)."""
     fig, (ax,) = new_figure(width=6.0, height=4.2)
     if len(rel):
+        rel = rel[rel.seed == rel.seed.min()]
         labels = [f"{'' if r.kind == 'series' else '(vendored) '}{r.package} {r.old}→{r.new}"
                   for r in rel.itertuples()]
         x = np.arange(len(rel))
@@ -69,11 +73,15 @@ def plot_scaling(commits: pd.DataFrame, path) -> None:
 
 
 def plot_coverage(cov: pd.DataFrame, path) -> None:
+    """Per repository: entities rebuilt from the RPG's stubs (name and kind; with the signature) and by
+    the documentation-only representation."""
     fig, (ax,) = new_figure()
-    x = np.arange(len(cov))
-    ax.bar(x - 0.2, cov["rpg"] / cov["entities"], 0.4, label="RPG (unit nodes with features)")
-    ax.bar(x + 0.2, cov["docs"] / cov["entities"], 0.4, label="documentation only (own docstring)")
-    ax.set_xticks(x, cov["repo"], rotation=30, ha="right", fontsize=7)
+    per = cov.groupby("repo", sort=True)[["rpg_name", "rpg", "docs"]].mean()
+    x = np.arange(len(per))
+    ax.bar(x - 0.27, per["rpg_name"], 0.27, label="RPG stub: name and kind")
+    ax.bar(x, per["rpg"], 0.27, label="RPG stub: with signature")
+    ax.bar(x + 0.27, per["docs"], 0.27, label="documentation only")
+    ax.set_xticks(x, per.index, rotation=30, ha="right", fontsize=7)
     ax.set(ylim=(0, 1.05), ylabel="share of run-time functions/classes", title="reconstruction coverage")
     ax.legend(fontsize=7, loc="lower left")
     save(fig, path)

@@ -24,6 +24,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from .signatures import from_runtime as signature_at_runtime
+
 NEVER_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter", "turtle",
                           "turtledemo", "__main__"})
 
@@ -34,6 +36,8 @@ class Entity:
     qualname: str
     kind: str  # "class" | "function" (methods are functions with a dotted qualname)
     documented: bool
+    signature: str = ""  # canonical parameter list of a function at run time (:mod:`.signatures`)
+    docstring: str = ""  # its own docstring: all that a documentation-only representation has
 
 
 def _own_function(obj, module: str, filename: str):
@@ -57,6 +61,11 @@ def _own_function(obj, module: str, filename: str):
     return obj
 
 
+def _function_entity(path: str, fn) -> Entity:
+    doc = fn.__doc__ if isinstance(fn.__doc__, str) else ""
+    return Entity(path, fn.__qualname__, "function", bool(doc), signature_at_runtime(fn) or "", doc)
+
+
 def _written_here(cls, source: str) -> bool:
     """A ``class <name>`` statement for it in the file's text (C types and factory-made classes
     such as ``namedtuple`` results claim the module too, but have no code there)."""
@@ -66,14 +75,16 @@ def _written_here(cls, source: str) -> bool:
 def _class_entities(cls, module: str, filename: str, path: str, out: dict, source: str) -> None:
     if not _written_here(cls, source):
         return
-    out[(path, cls.__qualname__)] = Entity(path, cls.__qualname__, "class", bool(cls.__dict__.get("__doc__")))
+    doc = cls.__dict__.get("__doc__")
+    doc = doc if isinstance(doc, str) else ""
+    out[(path, cls.__qualname__)] = Entity(path, cls.__qualname__, "class", bool(doc), "", doc)
     for name, val in vars(cls).items():
         if inspect.isclass(val) and val.__module__ == module and val.__qualname__ == f"{cls.__qualname__}.{name}":
             _class_entities(val, module, filename, path, out, source)
             continue
         fn = _own_function(val, module, filename)
         if fn is not None and fn.__qualname__ == f"{cls.__qualname__}.{name}":
-            out.setdefault((path, fn.__qualname__), Entity(path, fn.__qualname__, "function", bool(fn.__doc__)))
+            out.setdefault((path, fn.__qualname__), _function_entity(path, fn))
 
 
 def module_entities(module_name: str, path: str, source: str) -> tuple[list[Entity], str | None]:
@@ -95,5 +106,5 @@ def module_entities(module_name: str, path: str, source: str) -> tuple[list[Enti
         else:
             fn = _own_function(val, module_name, filename)
             if fn is not None and fn.__qualname__ == name:
-                out.setdefault((path, name), Entity(path, name, "function", bool(fn.__doc__)))
+                out.setdefault((path, name), _function_entity(path, fn))
     return sorted(out.values(), key=lambda e: e.qualname), None

@@ -2,7 +2,9 @@
 
 Synthetic tasks are drawn per seed (targets, styles, kept words) from every repository and
 split into dev (tuning) and test halves. Changelog tasks are the real CPython entries that name
-one function of the standard-library graph; they are never used for tuning. Where the changelog
+one function of the standard-library graph; they are never used for tuning. Every task carries a
+main query (name and location masked) and a prefixed one (location kept), whether the prefixed one
+leaks the location, and how much of the main query sits in the gold unit's indexed text. Where the changelog
 file is absent (not a Debian machine) they are replaced by synthetic standard-library tasks
 from their own random stream, marked ``fallback``, so the pipeline still runs end to end.
 """
@@ -17,13 +19,13 @@ from icmlrepro.core.seeding import derive_seed
 
 from .changelog_tasks import changelog_tasks
 from .news import Entry
-from .synthetic_issues import synthetic_tasks
+from .synthetic_issues import synthetic_tasks, with_leak_columns
 
 
 def draw(nodes: pd.DataFrame, edges: pd.DataFrame, repos: list[str], t: dict, seed: int, stream: str) -> pd.DataFrame:
     rng = np.random.default_rng(derive_seed(seed, "rpg_encoder", stream))
     frames = [synthetic_tasks(nodes, edges, repo, t["per_repo"], t["styles"], t["keep"], t["max_words"],
-                              t["min_words"], t["mention"], rng) for repo in repos]
+                              t["min_words"], t["mention"], t["copied_kept"], rng) for repo in repos]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -55,6 +57,7 @@ def run(job) -> None:
     if len(entries) and units:
         real = changelog_tasks([Entry(*r) for r in entries[["issue", "section", "text"]].itertuples(index=False)],
                                units, p["news_sections"], "stdlib")
+        real = with_leak_columns(real, nodes[nodes.repo == "stdlib"]).assign(reference=real["reference"])
         real["source"] = "changelog"
     else:
         repo = "stdlib" if units else p["repos"][0]

@@ -72,7 +72,8 @@ class RepoIndex:
     ids: np.ndarray  # candidate unit ids, sorted
     files: np.ndarray  # file of each candidate
     code_docs: list[list[str]]
-    feature_docs: list[list[str]]
+    own_feature_docs: list[list[str]]  # the unit's own feature phrase
+    context_docs: list[list[str]]  # what navigating the hierarchy adds: class, file, sub-area, area text
     adj: sparse.csr_matrix
     anchors: dict[str, np.ndarray]  # module or module.Class -> candidate positions it contains
 
@@ -85,11 +86,12 @@ class RepoIndex:
         ids = cand.id.to_numpy()
         pos = {u: i for i, u in enumerate(ids)}
         code_docs = [tokenize(f"{p} {q} {c}") for p, q, c in zip(cand.path, cand.qualname, cand.code)]
-        feature_docs = []
+        own_docs, context_docs = [], []
         for r in cand.itertuples(index=False):
             owner = f"{r.path}:{r.parent}" if r.parent else ""
-            parts = [r.text, text.get(owner, ""), text.get(r.path, ""), text.get(r.subarea, ""), text.get(r.area, "")]
-            feature_docs.append(tokenize(" ".join(parts)))
+            own_docs.append(tokenize(r.text))
+            parts = [text.get(owner, ""), text.get(r.path, ""), text.get(r.subarea, ""), text.get(r.area, "")]
+            context_docs.append(tokenize(" ".join(parts)))
         init = {f"{p}:{q.rsplit('.', 1)[0]}": u for u, p, q in zip(cand.id, cand.path, cand.qualname)
                 if q.endswith(".__init__")}
         inv = edges[edges.type == "invokes"]
@@ -111,7 +113,7 @@ class RepoIndex:
             if parent:
                 groups.setdefault(f"{module}.{parent}", []).append(i)
         anchors = {k: np.asarray(v) for k, v in groups.items()}
-        return cls(repo, ids, cand.path.to_numpy(), code_docs, feature_docs, adj, anchors)
+        return cls(repo, ids, cand.path.to_numpy(), code_docs, own_docs, context_docs, adj, anchors)
 
     def anchor(self, query: str) -> np.ndarray:
         """1 for units inside the most specific module/class each dotted name of the issue names."""
@@ -128,24 +130,41 @@ class RepoIndex:
     def __post_init__(self):
         self._cache: dict = {}
         self.file_names, self.file_codes = np.unique(self.files, return_inverse=True)
+        self.position = {u: i for i, u in enumerate(self.ids)}
+
+    def _doc(self, which: str, i: int, drop: frozenset = frozenset()) -> list[str]:
+        if which == "code":
+            return [t for t in self.code_docs[i] if t not in drop]
+        return [t for t in self.own_feature_docs[i] if t not in drop] + self.context_docs[i]
 
     def _bm25(self, which: str, k1: float, b: float) -> BM25:
         key = (which, k1, b)
         if key not in self._cache:
-            self._cache[key] = BM25(self.code_docs if which == "code" else self.feature_docs, k1, b)
+            self._cache[key] = BM25([self._doc(which, i) for i in range(len(self.ids))], k1, b)
         return self._cache[key]
 
-    def scores(self, method: str, params: dict, fixed: dict, text: str) -> np.ndarray:
-        """Scores of every candidate unit for the issue ``text`` under one method and setting."""
+    def _search(self, which: str, k1: float, b: float, query: list[str], drop: tuple | None) -> np.ndarray:
+        """BM25 scores; with ``drop = (unit id, tokens)`` that unit is scored without those tokens in
+        its own text (code, or own feature phrase), against the same corpus statistics."""
+        bm = self._bm25(which, k1, b)
+        s = bm.scores(query)
+        if drop is not None and drop[1]:
+            i = self.position[drop[0]]
+            s[i] = bm.score_doc(self._doc(which, i, frozenset(drop[1])), query)
+        return s
+
+    def scores(self, method: str, params: dict, fixed: dict, text: str, drop: tuple | None = None) -> np.ndarray:
+        """Scores of every candidate unit for the issue ``text`` under one method and setting
+        (``drop``: a unit id and the tokens removed from its own indexed text, see :meth:`_search`)."""
         query = tokenize(text)
         if method == "bm25_code":
-            return self._bm25("code", params["k1"], params["b"]).scores(query)
-        code = _normalised(self._bm25("code", fixed["k1"], fixed["b"]).scores(query))
+            return self._search("code", params["k1"], params["b"], query, drop)
+        code = _normalised(self._search("code", fixed["k1"], fixed["b"], query, drop))
         if method == "dep_graph":
             seed = code + params["anchor_weight"] * self.anchor(text)
             return expand(seed, self.adj, params["expand_weight"], params["hops"], fixed["decay"])
         if method == "rpg":
-            feat = _normalised(self._bm25("feature", fixed["k1"], fixed["b"]).scores(query))
+            feat = _normalised(self._search("feature", fixed["k1"], fixed["b"], query, drop))
             w = params["feature_weight"]
             seed = w * feat + (1 - w) * code + params["anchor_weight"] * self.anchor(text)
             return expand(seed, self.adj, params["expand_weight"], fixed["hops"], fixed["decay"])
@@ -176,13 +195,22 @@ def check_equal_budget(tuning: dict[str, dict[str, list]]) -> int:
     return sizes[METHODS[0]]
 
 
+VARIANTS = {"main": ("query", True), "copied": ("query", False), "prefixed": ("query_prefixed", False)}
+
+
 def localize(indexes: dict[str, RepoIndex], tasks: pd.DataFrame, method: str, params: dict,
-             fixed: dict) -> pd.DataFrame:
-    """Rank of the gold unit and file for every task under one method and parameter setting."""
+             fixed: dict, variant: str = "main") -> pd.DataFrame:
+    """Rank of the gold unit and file for every task under one method and parameter setting.
+
+    ``variant``: ``main`` (name and location masked, the task's ``removed`` words taken out of the gold
+    unit's indexed text), ``copied`` (the same query, the gold's text left whole) or ``prefixed`` (the
+    location kept, nothing removed): the task as first written, reported beside the main one."""
+    column, remove = VARIANTS[variant]
     rows = []
     for t in tasks.itertuples(index=False):
         idx = indexes[t.repo]
-        s = idx.scores(method, params, fixed, t.query)
+        drop = (t.gold, tuple(t.removed)) if remove and len(t.removed) else None
+        s = idx.scores(method, params, fixed, getattr(t, column), drop)
         unit_rank, file_rank = idx.ranks(s, t.gold, t.gold_file)
         rows.append({"task": t.task, "unit_rank": unit_rank, "file_rank": file_rank})
     return pd.DataFrame(rows, columns=["task", "unit_rank", "file_rank"])
