@@ -42,6 +42,7 @@ rule asyncspade_predict:
         "results/{scale}/asyncspade/logs/asyncspade_predict/seed{seed}.log",
     benchmark:
         "results/{scale}/asyncspade/benchmarks/asyncspade_predict/seed{seed}.tsv"
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
@@ -69,6 +70,7 @@ rule asyncspade_accuracy:
         "results/{scale}/asyncspade/logs/asyncspade_accuracy/seed{seed}.log",
     benchmark:
         "results/{scale}/asyncspade/benchmarks/asyncspade_accuracy/seed{seed}.tsv"
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,

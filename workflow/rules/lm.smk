@@ -1,5 +1,9 @@
 # Shared small-language-model substrate (workflow/icmlrepro/lm): lm_data -> lm_train (target, draft)
 # -> lm_eval -> lm_figures. Papers that need a language model depend on lm_train's model directories.
+# The substrate is the longest chain of the default DAG (lm_train target alone is ~10 min), so its
+# jobs carry the highest priorities: Snakemake starts them first, other papers fill the other core.
+# Papers' rules that read the models carry LM_CONSUMER_PRIORITY (below the substrate's, above 0).
+LM_CONSUMER_PRIORITY = 50
 
 
 rule lm_data:
@@ -15,6 +19,7 @@ rule lm_data:
         "results/{scale}/lm/logs/lm_data.log",
     benchmark:
         "results/{scale}/lm/benchmarks/lm_data.tsv"
+    priority: 100
     threads: 1
     resources:
         mem_mb=2000,
@@ -42,6 +47,7 @@ rule lm_train:
         "results/{scale}/lm/benchmarks/lm_train/{role}.tsv"
     wildcard_constraints:
         role="target|draft",
+    priority: 90
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
@@ -68,6 +74,7 @@ rule lm_eval:
         "results/{scale}/lm/logs/lm_eval.log",
     benchmark:
         "results/{scale}/lm/benchmarks/lm_eval.tsv"
+    priority: 60
     threads: 2
     resources:
         mem_mb=4000,
@@ -96,6 +103,7 @@ rule lm_figures:
         "results/{scale}/lm/logs/lm_figures.log",
     benchmark:
         "results/{scale}/lm/benchmarks/lm_figures.tsv"
+    priority: 10
     threads: 1
     resources:
         mem_mb=1500,

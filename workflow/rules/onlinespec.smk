@@ -19,6 +19,7 @@ rule onlinespec_stream:
         "results/{scale}/onlinespec/logs/onlinespec_stream/seed{seed}.log",
     benchmark:
         "results/{scale}/onlinespec/benchmarks/onlinespec_stream/seed{seed}.tsv"
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
@@ -47,6 +48,7 @@ rule onlinespec_tune:
         "results/{scale}/onlinespec/logs/onlinespec_tune/seed{seed}.log",
     benchmark:
         "results/{scale}/onlinespec/benchmarks/onlinespec_tune/seed{seed}.tsv"
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
@@ -75,6 +77,7 @@ rule onlinespec_train:
         "results/{scale}/onlinespec/logs/onlinespec_train/seed{seed}.log",
     benchmark:
         "results/{scale}/onlinespec/benchmarks/onlinespec_train/seed{seed}.tsv"
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,

@@ -93,6 +93,25 @@ def stage_module(stage: str):
     return importlib.import_module(f"icmlrepro.papers.{group}.{name}")
 
 
+def startup_cost() -> tuple[float, float]:
+    """Wall and CPU seconds from this process's start to now: what a job pays before its work begins.
+
+    Logged by every stage, so that ``workflow/scripts/benchmark_pipeline.py --analyse`` can report the
+    start-up share of each job from the logs of any finished run.
+    """
+    import psutil
+
+    return max(0.0, time.time() - psutil.Process().create_time()), time.process_time()
+
+
+def cpu_so_far() -> float:
+    """CPU seconds of this process and its finished children (exact, unlike the benchmark's sampling)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def run_stage(stage: str, spec: dict) -> None:
     module = stage_module(stage)
     job = Job.from_spec(spec)
@@ -104,10 +123,13 @@ def run_stage(stage: str, spec: dict) -> None:
     if scheduler:
         log.info("stage %s: scheduler %s", stage, " ".join(f"{k}={v}" for k, v in sorted(scheduler.items())))
     _fail_once(stage, job)
+    wall, cpu = startup_cost()
+    log.info("stage %s: start-up %.2f s wall, %.2f s CPU (interpreter, imports, set-up)", stage, wall, cpu)
     t0 = time.perf_counter()
     module.run(job)
     _fault_injection(stage)
     log.info("stage %s done in %.2f s", stage, time.perf_counter() - t0)
+    log.info("stage %s: %.2f s CPU in all (start-up and child processes included)", stage, cpu_so_far())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import sys
 
 import numpy as np
 
@@ -27,12 +28,11 @@ def set_threads(threads: int) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(threads)
-    try:
-        import torch
-
+    # torch only if a stage already imported it: importing it here cost every job 1-4 s of start-up,
+    # and a torch imported later reads OMP_NUM_THREADS (set above) for its pool.
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(threads)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> np.random.Generator:

@@ -1,0 +1,95 @@
+"""The benchmark script's analysis of a finished run: critical path, CPU use and start-up share,
+checked on a hand-made run directory whose answers are known."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("benchmark_pipeline", ROOT / "workflow/scripts/benchmark_pipeline.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+JOB = """[Thu Dec  3 10:00:{start:02d} 2026]
+rule {rule}:
+    input: {input}
+    output: {output}
+    log: logs/{name}.log
+    jobid: {jobid}
+    benchmark: bench/{name}.tsv
+    wildcards: scale=smoke{wc}
+"""
+
+
+def make_run(tmp: Path, jobs: list[dict]) -> Path:
+    """jobs: name, rule, input, output, start, end, wall, cpu, startup (wall, cpu) or None."""
+    (tmp / ".snakemake/log").mkdir(parents=True)
+    (tmp / "logs").mkdir()
+    (tmp / "bench").mkdir()
+    text = "Provided cores: 2 (use --cores to define parallelism)\n"
+    for i, j in enumerate(jobs):
+        text += JOB.format(jobid=i, start=j["start"], wc=j.get("wc", ""), **{k: j[k] for k in ("rule", "input", "output", "name")})
+    for i, j in sorted(enumerate(jobs), key=lambda x: x[1]["end"]):
+        text += f"[Thu Dec  3 10:00:{j['end']:02d} 2026]\nFinished jobid: {i} (Rule: {j['rule']})\n"
+    (tmp / ".snakemake/log/2026-12-03T100000.000000.snakemake.log").write_text(text)
+    for j in jobs:
+        (tmp / "bench" / f"{j['name']}.tsv").write_text(f"s\th:m:s\tcpu_time\n{j['wall']}\t0:00:00\t{j['cpu']}\n")
+        log = ""
+        if j.get("startup"):
+            log = (f"x icmlrepro INFO stage a.b: start-up {j['startup'][0]:.2f} s wall, {j['startup'][1]:.2f} s CPU (...)\n"
+                   f"x icmlrepro INFO stage a.b: {j['cpu_logged']:.2f} s CPU in all (...)\n")
+        (tmp / "logs" / f"{j['name']}.log").write_text(log)
+    return tmp
+
+
+def test_critical_path_cpu_use_and_startup(tmp_path, bench):
+    # data -> (train a 10 s, train b 4 s, in a directory output) -> eval ; fig independent of train
+    jobs = [
+        dict(name="data", rule="p_data", input="", output="r/data.parquet", start=0, end=2, wall=2.0, cpu=1.0,
+             startup=(1.0, 0.5), cpu_logged=1.5),
+        dict(name="ta", rule="p_train", input="r/data.parquet", output="r/models/a", start=2, end=12, wall=10.0,
+             cpu=9.0, startup=(1.0, 0.5), cpu_logged=8.0, wc=", seed=0"),
+        dict(name="tb", rule="p_train", input="r/data.parquet", output="r/models/b", start=2, end=6, wall=4.0,
+             cpu=3.0, startup=(1.0, 0.5), cpu_logged=3.0, wc=", seed=1"),
+        dict(name="fig", rule="p_fig", input="r/data.parquet", output="r/fig.png", start=6, end=9, wall=3.0,
+             cpu=2.0, startup=None, cpu_logged=0.0),
+        dict(name="eval", rule="p_eval", input="r/models/a/weights.pt, r/models/b", output="r/metrics.json",
+             start=12, end=15, wall=3.0, cpu=2.0, startup=(1.5, 1.0), cpu_logged=2.5),
+    ]
+    a = bench.analyse(make_run(tmp_path, jobs))
+    assert a["cores"] == 2 and a["jobs"] == 5
+    assert a["wall_s"] == pytest.approx(15.0)
+    assert a["critical_path_s"] == pytest.approx(2 + 10 + 3)  # data -> train a -> eval, not b, not fig
+    assert [c["job"] for c in a["critical_path"]] == ["p_data", "p_train[0]", "p_eval"]
+    assert [c["started_at_s"] for c in a["critical_path"]] == [0, 2, 12]
+    cpu = 1.5 + 9.0 + 3.0 + 2.0 + 2.5  # the larger of sampled and logged CPU per job
+    assert a["sum_job_cpu_s"] == pytest.approx(cpu)
+    assert a["cpu_use"] == pytest.approx(cpu / (2 * 15))
+    assert a["startup_jobs_logged"] == 4
+    assert a["startup_share"] == pytest.approx((1 + 1 + 1 + 1.5) / (2 + 10 + 4 + 3))
+    assert [s["job"] for s in a["slowest"]][:2] == ["p_train[0]", "p_train[1]"]
+    assert "critical path" in bench.format_report(a)
+
+
+def test_rerun_replaces_earlier_entry(tmp_path, bench):
+    """A job run again in a later Snakemake invocation counts once, with its latest times."""
+    one = [dict(name="data", rule="p_data", input="", output="r/data.parquet", start=0, end=5, wall=5.0, cpu=1.0,
+                startup=None, cpu_logged=0.0)]
+    run = make_run(tmp_path, one)
+    later = (run / ".snakemake/log/2026-12-03T100000.000000.snakemake.log").read_text().replace(
+        "10:00:00", "10:00:20").replace("10:00:05", "10:00:27")
+    (run / ".snakemake/log/2026-12-03T110000.000000.snakemake.log").write_text(later)
+    a = bench.analyse(run)
+    assert a["jobs"] == 1
+    assert a["critical_path"][0]["started_at_s"] == 0  # relative to the first start of what is kept
