@@ -32,12 +32,29 @@ def test_report_in_headless_chromium(smoke_run, tmp_path):
         page.on("requestfailed", lambda r: failed.append(r.url))
         page.goto((smoke_run / "report" / "report-smoke.html").as_uri())
         page.wait_for_load_state("load")
-        broken = page.evaluate(
-            "Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0)).length")
+        # every paper's section is closed at first; a summary link opens its section
+        assert page.evaluate("Array.from(document.querySelectorAll('details.paper')).every(d => !d.open)")
+        page.click("a.paper-link[href='#paper-lec']")
+        assert page.evaluate("document.getElementById('paper-lec').open")
+        # the verdict filter hides the claims of an unticked verdict, in the matrix and in the tables
+        verdict = page.evaluate("document.querySelector('tr.claim-row').dataset.verdict")
+        page.uncheck(f"#verdict-filter input[value='{verdict}']")
+        hidden = page.evaluate(f"""Array.from(document.querySelectorAll('[data-verdict="{verdict}"]'))
+            .every(el => getComputedStyle(el).display === 'none')""")
+        page.check(f"#verdict-filter input[value='{verdict}']")
+        assert hidden
+        # open everything; lazily decoded figures must all decode
+        page.click("#expand-all")
+        broken = page.evaluate("""async () => {
+            const imgs = Array.from(document.images);
+            for (const i of imgs) { i.scrollIntoView(); }
+            await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+            return imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length; }""")
         n_images = page.evaluate("document.images.length")
+        lazy = page.evaluate("Array.from(document.images).every(i => i.loading === 'lazy' && i.decoding === 'async')")
         shot = tmp_path / "report.png"
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
-    assert n_images == sum(len(f) for f in figure_files(smoke_run).values()) and broken == 0
+    assert n_images == sum(len(f) for f in figure_files(smoke_run).values()) and broken == 0 and lazy
     assert not console_errors and not page_errors and not failed, (console_errors, page_errors, failed)
     assert shot.stat().st_size > 10_000

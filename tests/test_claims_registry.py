@@ -48,3 +48,88 @@ def test_schema_rejects_unknown_operator():
     raw["claims"][0]["predicate"]["all_of"][0]["op"] = "=="
     with pytest.raises(ClaimsError):
         parse_claims(raw, "lec.yaml")
+
+
+def implemented_papers() -> list[str]:
+    """Papers whose chains run (config `papers`): their testable claims must say how they can fail."""
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
+
+
+def substitute_controls(claim, metrics):
+    """A copy of ``metrics`` in which each controlled metric takes its control's per-replicate values."""
+    from icmlrepro.core.metrics import Metric, MetricsFile
+
+    out = MetricsFile(metrics.paper, metrics.scale, metrics.replicate, list(metrics.replicates), dict(metrics.metrics))
+    for c in claim.conditions:
+        if c.control:
+            ctrl = metrics.metrics[c.control]
+            out.metrics[c.metric] = Metric(list(ctrl.values), ctrl.unit, ctrl.direction, ctrl.timing)
+    return out
+
+
+@pytest.mark.parametrize("paper", implemented_papers())
+def test_each_testable_claim_has_a_control_or_says_why(paper):
+    pc = load_all_claims()[paper]
+    missing = [c.id for c in pc.claims
+               if c.conditions and not (c.controls or c.no_control or c.by_construction)]
+    assert not missing, f"{paper}: claims without a control, a no_control reason or by_construction: {missing}"
+
+
+def test_list_claims_without_a_control(capsys):
+    """Lists (pytest -s) the claims that name no control, with their reasons, for review."""
+    rows = [(p, c.id, c.no_control) for p in implemented_papers() for c in load_all_claims()[p].claims
+            if c.no_control]
+    with capsys.disabled():
+        print(f"\n{len(rows)} claims without a control:")
+        for p, cid, why in rows:
+            print(f"  {p}.{cid}: {why}")
+    assert all(len(why) >= 10 for _, _, why in rows)
+
+
+def passing_values(c, shift: float = 0.0) -> list[float]:
+    """Three replicates that satisfy condition ``c`` with room to spare (``shift`` moves them toward
+    the threshold, i.e. to a worse arm)."""
+    step = 1.0 if c.op in (">", ">=") else -1.0
+    return [c.threshold + step * (1 + 0.01 * i - shift) for i in range(3)]
+
+
+@pytest.mark.parametrize("paper", all_papers())
+def test_control_substituted_for_the_metric_is_not_reproduced(paper):
+    """With a control that does worse the claim can be reproduced; with the control's own values in the
+    metric's place (an arm that does exactly as well without the cause) it must not be."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.metrics import MetricsFile
+
+    for claim in load_all_claims()[paper].claims:
+        if not claim.controls:
+            continue
+        mf = MetricsFile(paper, "smoke", replicates=[0, 1, 2])
+        for c in claim.conditions:
+            if c.metric not in mf.metrics:
+                mf.add(c.metric, passing_values(c) if c.op != "between" else [sum(c.threshold) / 2] * 3)
+        for c in claim.conditions:
+            if c.control and c.control not in mf.metrics:
+                mf.add(c.control, passing_values(c, shift=0.5))  # clears the threshold, but worse
+        assert V.judge_claim(claim, mf).verdict == V.REPRODUCED, (paper, claim.id)
+        assert V.judge_claim(claim, substitute_controls(claim, mf)).verdict != V.REPRODUCED, (paper, claim.id)
+
+
+@pytest.mark.parametrize("paper", all_papers())
+def test_claimed_numbers_name_their_source(paper):
+    """A stated number from the abstract appears in the claim's quote (as written or as a percentage);
+    any other number names its source."""
+    import re
+
+    for c in load_all_claims()[paper].claims:
+        value = c.claimed.get("value")
+        if value is None or c.claimed_source != "abstract":
+            continue
+        words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                 "nine": 9, "ten": 10}
+        scale = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9}
+        numbers = {float(x) * scale[s.lower()] for x, s in
+                   re.findall(r"(\d+(?:\.\d+)?)([KkMmBb]?)\b", c.quote.replace(",", ""))}
+        numbers |= {float(v) for w, v in words.items() if re.search(rf"\b{w}\b", c.quote, re.I)}
+        ok = any(abs(x - value) < 1e-9 or abs(x / 100 - value) < 1e-9 or abs(x - 100 * value) < 1e-6
+                 for x in numbers)
+        assert ok, f"{paper}.{c.id}: claimed value {value} is not in the quote; give claimed.source"

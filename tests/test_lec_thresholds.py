@@ -6,11 +6,15 @@ import math
 import numpy as np
 import pytest
 
-from icmlrepro.papers.lec.data import synthetic_scores
+from icmlrepro.papers.lec import thresholds
+from icmlrepro.papers.lec.data import ERROR_LAWS, synthetic_scores
+from icmlrepro.papers.lec.data import exact_risk as law_risk
+from icmlrepro.papers.lec.evaluate import largest_feasible
 from icmlrepro.papers.lec.thresholds import (
     ABSTAIN,
     Calibration,
     lec_threshold,
+    ltt_grid,
     ltt_threshold,
     naive_routing_thresholds,
     routing_thresholds,
@@ -149,7 +153,7 @@ def test_high_probability_baselines_respect_their_bounds():
     rng = np.random.default_rng(0)
     u, err = synthetic_scores(400, rng)
     cal = Calibration(u, err)
-    for lam in (cal.ucb(0.1, 0.1, "clopper_pearson"), cal.sgr(0.1, 0.1), cal.ltt(0.1, 0.1)):
+    for lam in (cal.ucb(0.1, 0.1, "clopper_pearson"), cal.sgr(0.1, 0.1), cal.ltt(0.1, 0.1, ltt_grid(50))):
         acc = u <= lam
         assert acc.sum() > 0 and err[acc].mean() <= 0.1
 
@@ -188,3 +192,63 @@ def test_naive_routing_can_violate_the_system_level():
     ja, jb = routing_thresholds(ua, ea, ub, eb, alpha)
     acc_a, acc_b = ua <= ja, ~(ua <= ja) & (ub <= jb)
     assert (ea[acc_a].sum() + eb[acc_b].sum()) / (acc_a.sum() + acc_b.sum()) <= alpha
+
+
+class CountingBounds(np.ndarray):
+    """An array that counts element reads: the number of tests SGR's search makes."""
+    reads = 0
+
+    def __getitem__(self, i):
+        CountingBounds.reads += 1
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 7, 8, 16, 31, 32, 33])
+def test_sgr_divisor_is_the_number_of_tests_it_can_make(monkeypatch, m):
+    """Over every outcome of the search (the first j cuts pass), the most tests made equals the divisor."""
+    seen_deltas, most = [], 0
+    for j in range(m + 1):
+        def fake_bounds(n_err, n_acc, delta, j=j):
+            seen_deltas.append(delta)
+            return np.where(np.arange(len(n_acc)) < j, 0.0, 1.0).view(CountingBounds)
+        monkeypatch.setattr(thresholds, "clopper_pearson_ucb", fake_bounds)
+        CountingBounds.reads = 0
+        Calibration(np.arange(m, dtype=float), np.zeros(m)).sgr(0.5, 0.1)
+        most = max(most, CountingBounds.reads)
+    assert most == thresholds.sgr_tests(m)
+    assert all(d == pytest.approx(0.1 / most) for d in seen_deltas)
+
+
+def test_ltt_tests_a_grid_fixed_before_calibration():
+    rng = np.random.default_rng(2)
+    grid = set(ltt_grid(50).tolist())
+    for _ in range(20):
+        u, err = synthetic_scores(300, rng)
+        lam = ltt_threshold(u, err, 0.1, 0.1, grid=50)
+        assert lam == ABSTAIN or lam in grid
+        assert lam not in set(u.tolist())  # never a calibration order statistic
+
+
+@pytest.mark.parametrize("law", sorted(ERROR_LAWS))
+def test_exact_risk_matches_monte_carlo(law):
+    rng = np.random.default_rng(7)
+    u, err = synthetic_scores(400_000, rng, law)
+    for lam in (0.3, 0.7, 1.0):
+        acc = u <= lam
+        assert err[acc].mean() == pytest.approx(law_risk([lam], law), abs=0.01)
+    c, k = ERROR_LAWS[law]
+    assert law_risk([1.0], law) == pytest.approx(c / (k + 1))
+
+
+def test_some_law_exceeds_every_alpha_so_the_check_can_fail():
+    worst = {law: law_risk([1.0], law) for law in ERROR_LAWS}
+    assert max(worst.values()) > 0.3 and min(worst.values()) < 0.3
+
+
+def test_exhaustive_search_agrees_with_lec():
+    rng = np.random.default_rng(9)
+    for _ in range(50):
+        u = np.round(rng.random(80), 2)
+        err = (rng.random(80) < 0.3 * u).astype(float)
+        for alpha in (0.05, 0.1, 0.2):
+            assert largest_feasible(u, err, alpha, 1.0) == lec_threshold(u, err, alpha, 1.0)

@@ -18,7 +18,7 @@ from icmlrepro.core.claims import load_all_claims, load_claims
 from icmlrepro.core.metrics import load_metrics
 from icmlrepro.core.report import build_sections, render
 
-from .conftest import ROOT, figure_files
+from .conftest import ROOT, figure_files, snakemake
 
 
 @pytest.fixture(scope="module")
@@ -87,4 +87,54 @@ def test_partial_run_and_escaping(tmp_path):
     prov = {"commit": "abc", "dirty": False, "config_hash": "h", "date": "d", "python": "3", "platform": "p",
             "cpu": "c", "gpu": "none", "packages": {"torch": "x"}}
     out = render(sections, "smoke", prov, ROOT / "report" / "templates" / "report.html.j2", 0.95, "t")
-    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "<script>alert(1)" not in out and "&lt;script&gt;alert(1)" in out
+    assert out.count("<script>") == 1  # the report's own filter script, nothing else
+
+
+@pytest.mark.integration
+def test_claims_table_shows_controls_labels_and_one_replicate(html):
+    """Controls beside the measured value, `holds by construction` counted apart, reasons for claims
+    without a control, and a stated number in another unit kept out of the measured column."""
+    controlled = [(p, c.id) for p, pc in load_all_claims().items() for c in pc.claims if c.controls]
+    assert controlled
+    for paper, cid in controlled:
+        row = html.select_one(f'tr[data-claim="{paper}.{cid}"]')
+        if row["data-verdict"] not in (V.NOT_RUN, V.NOT_TESTABLE):
+            assert row.select(".control"), (paper, cid)
+    lec = html.select_one('tr[data-claim="lec.retention_maximizing"]')
+    assert lec["data-verdict"] == V.HOLDS_BY_CONSTRUCTION
+    assert "holds by construction" in html.select_one("#summary + p").get_text()
+    routing = html.select_one('tr[data-claim="lec.routing_acceptance"]')
+    assert "0.339" not in routing.get_text() and "another unit" in routing.get_text()
+    assert html.select(".no-control")
+
+
+def test_one_replicate_is_labelled(tmp_path):
+    from icmlrepro.core.metrics import MetricsFile
+
+    raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["claims"] = raw["claims"][:1]
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "lec.yaml").write_text(yaml.safe_dump(raw))
+    mf = MetricsFile("lec", "smoke", replicates=[0])
+    for cond in raw["claims"][0]["predicate"]["all_of"]:
+        mf.add(cond["metric"], [-0.01], unit="fraction")
+    mf.write(tmp_path / "metrics.json")
+    sections = build_sections("smoke", ["lec"], {"lec__metrics": str(tmp_path / "metrics.json")}, tmp_path,
+                              0.95, "t", claims_dir=claims)
+    assert sections[0].results[0].verdict == V.INCONCLUSIVE
+    prov = {"commit": "abc", "dirty": False, "config_hash": "h", "date": "d", "python": "3", "platform": "p",
+            "cpu": "c", "gpu": "none", "packages": {"torch": "x"}}
+    out = BeautifulSoup(render(sections, "smoke", prov, ROOT / "report" / "templates" / "report.html.j2", 0.95, "t"),
+                        "html.parser")
+    assert out.select(".one-rep") and "(one replicate)" in out.select_one(".claim-badge").get_text()
+
+
+@pytest.mark.integration
+def test_snakemake_report_has_one_category_per_paper(smoke_run):
+    out = smoke_run / "report" / "snakemake.html"
+    snakemake(smoke_run, "--report", str(out), "--config", "scale=smoke")
+    text = out.read_text(errors="ignore")
+    for paper, pngs in figure_files(smoke_run).items():
+        assert f'"{paper}"' in text, paper

@@ -1,8 +1,10 @@
 """The HTML report: claims beside measured numbers, with computed verdicts, figures and provenance.
 
-One self-contained file per scale (figures embedded as data URIs, no scripts, no network),
+One self-contained file per scale (figures embedded as data URIs, lazily decoded; one small inline
+script for the verdict filter and for opening a paper's section from the summary; no network),
 rendered with jinja2 with autoescaping. It covers every paper of the claims registry; papers
-that were not configured or have no metrics yet show every claim as ``not run``.
+that were not configured or have no metrics yet show every claim as ``not run``. A stated number is
+shown beside the measurement only when both are in the same unit.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class PaperSection:
     benchmarks: list[dict] = field(default_factory=list)
     seeds: list = field(default_factory=list)
     replicate: str = "seed"
+    units: dict[str, str] = field(default_factory=dict)  # metric -> unit, from metrics.json
 
     @property
     def counts(self) -> dict[str, int]:
@@ -39,6 +42,14 @@ class PaperSection:
         for r in self.results:
             out[r.verdict] += 1
         return out
+
+    def claimed_comparable(self, claim) -> bool:
+        """Whether the claim's stated number may sit beside the measurement: same unit as the metric of
+        its first condition (before a run, the number stands alone and is shown)."""
+        if claim.claimed.get("value") is None or not claim.conditions or not self.units:
+            return True
+        unit = self.units.get(claim.conditions[0].metric, "")
+        return (claim.claimed.get("unit") or "").strip().lower() == unit.strip().lower()
 
 
 def fmt(x: float, digits: int = 4) -> str:
@@ -93,6 +104,7 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
             sec.benchmarks = read_benchmarks(results_dir, paper)
             sec.seeds = metrics.replicates
             sec.replicate = metrics.replicate
+            sec.units = {k: m.unit for k, m in metrics.metrics.items()}
         sections.append(sec)
     return sections
 

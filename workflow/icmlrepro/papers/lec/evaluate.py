@@ -19,8 +19,8 @@ from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed
 
-from .data import synthetic_scores
-from .thresholds import ABSTAIN, Calibration, naive_routing_thresholds, routing_thresholds
+from .data import ERROR_LAWS, exact_risk, synthetic_scores
+from .thresholds import ABSTAIN, Calibration, ltt_grid, naive_routing_thresholds, routing_thresholds
 
 METHODS = ("lec", "ucb_hfd", "ucb_clp", "sgr", "ltt")
 BASELINES = METHODS[1:]
@@ -37,13 +37,39 @@ def threshold(cal: Calibration, method: str, alpha: float, p) -> float:
     if method == "sgr":
         return cal.sgr(alpha, p["delta"])
     if method == "ltt":
-        return cal.ltt(alpha, p["delta"], p["ltt_grid"])
+        return cal.ltt(alpha, p["delta"], ltt_grid(p["ltt_grid"]))
     raise ValueError(f"unknown method {method!r}")
 
 
 def _count(accepted: np.ndarray, err: np.ndarray) -> dict:
     return {"n_test": int(err.size), "n_acc": int(accepted.sum()), "n_err_acc": int(err[accepted].sum()),
             "n_correct": int((err == 0).sum()), "n_correct_acc": int((accepted & (err == 0)).sum())}
+
+
+def split(seed: int, k: int, n: int, n_cal: int) -> tuple[np.ndarray, np.ndarray]:
+    """Calibration and test indices of split ``k`` of a seed."""
+    perm = np.random.default_rng(derive_seed(seed, "lec", "split", k)).permutation(n)
+    return perm[:n_cal], perm[n_cal:]
+
+
+def largest_feasible(u, err, alpha: float, margin: float) -> float:
+    """LEC's threshold by exhaustive search (every calibration score tried, O(n^2)): an independent
+    check of the prefix-count implementation that the pipeline uses."""
+    cands = np.unique(u)
+    slack = (u[None, :] <= cands[:, None]).astype(float) @ (np.asarray(err, float) - alpha)
+    ok = slack <= -margin + 1e-9
+    return float(cands[ok].max()) if ok.any() else ABSTAIN
+
+
+def retention_maximizing_agreement(preds: dict[str, pd.DataFrame], seed: int, p) -> float:
+    """Share of (base model, alpha) on the seed's first split where LEC's threshold is the largest
+    feasible calibration score found by exhaustive search."""
+    n = len(next(iter(preds.values())))
+    c, _ = split(seed, 0, n, int(round(p["cal_fraction"] * n)))
+    hits = [Calibration(df["uncertainty"].to_numpy()[c], df["error"].to_numpy()[c]).lec(alpha, p["margin"])
+            == largest_feasible(df["uncertainty"].to_numpy()[c], df["error"].to_numpy()[c], alpha, p["margin"])
+            for df in preds.values() for alpha in p["alphas"]]
+    return float(np.mean(hits))
 
 
 def evaluate_seed(preds: dict[str, pd.DataFrame], seed: int, p) -> pd.DataFrame:
@@ -60,8 +86,7 @@ def evaluate_seed(preds: dict[str, pd.DataFrame], seed: int, p) -> pd.DataFrame:
     pa, pb = p["routing"]["primary"], p["routing"]["secondary"]
     rows = []
     for k in range(p["n_splits"]):
-        perm = np.random.default_rng(derive_seed(seed, "lec", "split", k)).permutation(n)
-        c, t = perm[:n_cal], perm[n_cal:]
+        c, t = split(seed, k, n, n_cal)
         cals = {m: Calibration(u[m][c], e[m][c]) for m in models}
         for alpha in p["alphas"]:
             for m, method in product(models, METHODS):
@@ -81,28 +106,34 @@ def evaluate_seed(preds: dict[str, pd.DataFrame], seed: int, p) -> pd.DataFrame:
     return df
 
 
-def synthetic_check(seed: int, p) -> pd.DataFrame:
-    """Exact selection-conditioned risk of LEC on i.i.d. synthetic scores with a known error law.
+def synthetic_margins(p, alpha: float) -> dict[str, float]:
+    """The LEC variants of the synthetic check: the configured margin, the derivation's tight 1 - alpha,
+    and no margin (the plain empirical constraint: the control without the finite-sample correction)."""
+    return {"lec": p["margin"], "lec_tight": 1 - alpha, "lec_nomargin": 0.0}
 
-    With u ~ U(0, 1) and P(err | u) = 0.6 u^2, a threshold lam in [0, 1] accepts with probability
-    lam and errs on accepted inputs with probability 0.2 lam^2, so over calibration draws the
-    risk is E[0.2 lam^3] / E[lam] exactly; no test sampling noise enters. Run for each
-    calibration size in ``synthetic_n_cal``, with the configured margin and the tight 1 - alpha.
+
+def synthetic_check(seed: int, p) -> pd.DataFrame:
+    """Exact selection-conditioned risk of LEC on i.i.d. synthetic scores with known error laws.
+
+    With u ~ U(0, 1) and P(err | u) = c u^k (``data.ERROR_LAWS``), a threshold lam in [0, 1] accepts
+    with probability lam and errs on accepted inputs with probability c lam^k / (k + 1), so over
+    calibration draws the risk is exact (no test sampling noise). Laws whose worst-case risk
+    c / (k + 1) exceeds every alpha make the check able to fail: any threshold near 1 violates them.
+    Run for each law in ``synthetic_laws`` and calibration size in ``synthetic_n_cal``.
     """
     rows = []
-    for n_cal in p["synthetic_n_cal"]:
-        rng = np.random.default_rng(derive_seed(seed, "lec", "synthetic", n_cal))
+    for law, n_cal in product(p["synthetic_laws"], p["synthetic_n_cal"]):
+        rng = np.random.default_rng(derive_seed(seed, "lec", "synthetic", law, n_cal))
         lams = {}
         for _ in range(p["synthetic_splits"]):
-            cal = Calibration(*synthetic_scores(n_cal, rng))
+            cal = Calibration(*synthetic_scores(n_cal, rng, law))
             for alpha in p["alphas"]:
-                for name, margin in (("lec", p["margin"]), ("lec_tight", 1 - alpha)):
+                for name, margin in synthetic_margins(p, alpha).items():
                     lams.setdefault((alpha, name), []).append(min(max(cal.lec(alpha, margin), 0.0), 1.0))
         for (alpha, name), ls in sorted(lams.items()):
             ls = np.asarray(ls)
-            risk = float(np.sum(0.2 * ls**3) / np.sum(ls)) if ls.sum() > 0 else float("nan")
-            rows.append({"seed": seed, "n_cal": n_cal, "alpha": alpha, "method": name, "risk": risk,
-                         "acceptance": float(ls.mean())})
+            rows.append({"seed": seed, "law": law, "n_cal": n_cal, "alpha": alpha, "method": name,
+                         "risk": exact_risk(ls, law), "acceptance": float(ls.mean())})
     return pd.DataFrame(rows)
 
 
@@ -117,8 +148,12 @@ def pooled(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
-def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int], seconds: list[float]) -> MetricsFile:
+def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int], seconds: list[float],
+                  agreement: list[float]) -> MetricsFile:
     mf = MetricsFile("lec", p["scale"], replicate="seed", replicates=seeds)
+    mf.add("lec_threshold_is_largest_feasible", agreement, unit="fraction", direction="higher",
+           description="share of (base model, alpha) on the first split where LEC's threshold equals the "
+                       "largest feasible calibration score found by exhaustive search")
     s = summary.set_index(["seed", "alpha", "system", "method"]).sort_index()
     models = list(p["models"])
 
@@ -151,12 +186,22 @@ def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int
             mf.add(f"routing_retention_gain_vs_{role}{a}", joint - np.array(per_seed(alpha, m, "lec", "retention")),
                    unit="fraction", direction="higher",
                    description=f"joint-routing retention minus LEC on the {role} model ({m}) alone")
-        for name, n_cal in product(("lec", "lec_tight"), p["synthetic_n_cal"]):
-            sel = synth[(synth.alpha == alpha) & (synth.method == name) & (synth.n_cal == n_cal)]
+        for name, law, n_cal in product(("lec", "lec_tight", "lec_nomargin"), p["synthetic_laws"],
+                                        p["synthetic_n_cal"]):
+            sel = synth[(synth.alpha == alpha) & (synth.method == name) & (synth.law == law) & (synth.n_cal == n_cal)]
             r = sel.set_index("seed").loc[seeds, "risk"]
-            mf.add(f"synthetic_risk_minus_alpha.{name}.n{n_cal}{a}", r.to_numpy() - alpha, unit="fraction",
-                   direction="lower",
-                   description=f"exact risk minus alpha on i.i.d. synthetic scores, n_cal={n_cal} ({name})")
+            mf.add(f"synthetic_risk_minus_alpha.{name}.{law}.n{n_cal}{a}", r.to_numpy() - alpha, unit="fraction",
+                   direction="lower", description=f"exact risk minus alpha on i.i.d. synthetic scores, "
+                                                  f"law {law}, n_cal={n_cal} ({name})")
+    for name, law, n_cal in product(("lec", "lec_tight", "lec_nomargin"), p["synthetic_laws"], p["synthetic_n_cal"]):
+        sel = synth[(synth.method == name) & (synth.law == law) & (synth.n_cal == n_cal)].copy()
+        sel["excess"] = sel["risk"] - sel["alpha"]
+        # the worst alpha per seed; an alpha at which the rule abstained in every draw has no risk
+        # (NaN) and cannot violate the level; all-NaN stays NaN
+        worst = sel.groupby("seed")["excess"].max().reindex(seeds)
+        mf.add(f"synthetic_max_risk_minus_alpha.{name}.{law}.n{n_cal}", worst.to_numpy(), unit="fraction",
+               direction="lower", description=f"largest exact risk minus alpha over the alpha grid, law {law}, "
+                                              f"n_cal={n_cal} ({name})")
     for base in BASELINES:
         gains = []
         for seed in seeds:
@@ -173,11 +218,12 @@ def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int
 def run(job) -> None:
     p = job.params
     seeds = [int(s) for s in p["seeds"]]
-    frames, synth, seconds = [], [], []
+    frames, synth, seconds, agreement = [], [], [], []
     for seed in seeds:
         t0 = time.perf_counter()
         preds = {m: read_parquet(job.input[f"{m}_seed{seed}"]) for m in p["models"]}
         frames.append(evaluate_seed(preds, seed, p))
+        agreement.append(retention_maximizing_agreement(preds, seed, p))
         synth.append(synthetic_check(seed, p))
         seconds.append(time.perf_counter() - t0)
     splits = pd.concat(frames, ignore_index=True)
@@ -186,4 +232,4 @@ def run(job) -> None:
     write_parquet(job.output.splits, splits)
     write_parquet(job.output.summary, summary)
     write_parquet(job.output.synthetic, synth_df)
-    build_metrics(summary, synth_df, p, seeds, seconds).write(job.output.metrics)
+    build_metrics(summary, synth_df, p, seeds, seconds, agreement).write(job.output.metrics)

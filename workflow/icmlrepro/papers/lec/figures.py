@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.figures import new_figure, save
+from icmlrepro.core.figures import new_figure, new_grid, save
 from icmlrepro.core.io import read_parquet
 
 from .evaluate import METHODS
@@ -51,15 +51,18 @@ def plot_routing(summary: pd.DataFrame, p, path) -> None:
 
 
 def plot_synthetic(synth: pd.DataFrame, path) -> None:
-    sizes = sorted(synth.n_cal.unique())
-    fig, axes = new_figure(ncols=len(sizes))
+    laws, sizes = sorted(synth.law.unique()), sorted(synth.n_cal.unique())
+    fig, axes = new_grid(len(laws), len(sizes))
     a = np.sort(synth.alpha.unique())
-    for ax, n_cal in zip(axes, sizes):
-        for name, label in (("lec", "LEC (margin from config)"), ("lec_tight", "LEC (margin 1 − α)")):
-            _mean_band(ax, synth[(synth.method == name) & (synth.n_cal == n_cal)], "risk", label)
-        ax.plot(a, a, "k--", lw=1, label="y = α")
-        ax.set(xlabel="α", ylabel="exact risk among accepted", title=f"i.i.d. synthetic scores, n_cal = {n_cal}")
-    axes[0].legend(fontsize=7)
+    for i, law in enumerate(laws):
+        for ax, n_cal in zip(axes[i], sizes):
+            for name, label in (("lec", "LEC (margin from config)"), ("lec_tight", "LEC (margin 1 − α)"),
+                                ("lec_nomargin", "no margin (control)")):
+                _mean_band(ax, synth[(synth.method == name) & (synth.law == law) & (synth.n_cal == n_cal)],
+                           "risk", label)
+            ax.plot(a, a, "k--", lw=1, label="y = α")
+            ax.set(xlabel="α", ylabel="exact risk among accepted", title=f"law {law}, n_cal = {n_cal}")
+    axes[0][0].legend(fontsize=6)
     save(fig, path)
 
 
