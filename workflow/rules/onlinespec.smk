@@ -57,6 +57,8 @@ rule onlinespec_tune:
         ENV
     shell:
         STAGE
+        gpu=GPU["gpu"],  # tagged like onlinespec_train: it runs the same learners on torch_device()
+        gpu_model=GPU["gpu_model"],
 
 
 rule onlinespec_train:

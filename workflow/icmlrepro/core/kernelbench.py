@@ -140,15 +140,18 @@ def kernel_metrics(mf, result: dict) -> None:
                direction="lower", description=f"Triton kernel vs torch reference, worst of {len(rows)} shapes, {where}")
         mf.add(f"kernel_check_passed.{kernel}", [float(all(c["passed"] for c in rows))], unit="1 = all within tolerance",
                direction="higher", description=f"every shape within tolerance ({rows[0]['tolerance']}), {where}")
+    def num(v) -> float:  # NaN is stored as null in JSON (core.io.write_json)
+        return math.nan if v is None else float(v)
+
     why = "" if result["device"] == "cuda" else " NOT MEASURED (NaN): no CUDA device, kernels ran under the interpreter"
-    peak = result["peak_gbps_assumed"]
+    peak = num(result["peak_gbps_assumed"])
     for t in result["timings"]:
         key = f"{t['kernel']}.{t['shape']}"
-        mf.add(f"kernel_ms.{key}", [t["kernel_ms"]], unit="ms", direction="lower", timing=True,
+        mf.add(f"kernel_ms.{key}", [num(t["kernel_ms"])], unit="ms", direction="lower", timing=True,
                description=f"Triton kernel, do_bench median, {where}.{why}")
-        mf.add(f"kernel_torch_ms.{key}", [t["torch_ms"]], unit="ms", direction="lower", timing=True,
+        mf.add(f"kernel_torch_ms.{key}", [num(t["torch_ms"])], unit="ms", direction="lower", timing=True,
                description=f"torch reference, do_bench median, {where}.{why}")
-        mf.add(f"kernel_bandwidth_share.{key}", [t["share_of_peak"]], unit="fraction of peak", direction="higher",
+        mf.add(f"kernel_bandwidth_share.{key}", [num(t["share_of_peak"])], unit="fraction of peak", direction="higher",
                timing=True, description=f"kernel's minimal traffic / time over the assumed peak {peak} GB/s "
                                         f"(data sheet), {where}.{why}")
 
@@ -160,11 +163,16 @@ def figure(result: dict, path) -> None:
 
     fig, (ax_err, ax_t) = new_figure(ncols=2, width=5.0)
     kernels = sorted({c["kernel"] for c in result["checks"]})
-    worst = [max(max(c["error"] for c in result["checks"] if c["kernel"] == k), 1e-12) for k in kernels]
     tol = [next(c["tolerance"] for c in result["checks"] if c["kernel"] == k) for k in kernels]
+    log_scale = min(tol) > 0  # counts (mismatches, tolerance 0) on a linear axis
+    worst = [max(max(c["error"] for c in result["checks"] if c["kernel"] == k), 1e-12 if log_scale else 0)
+             for k in kernels]
     ax_err.barh(kernels, worst, color="C0", label="worst error")
     ax_err.scatter(tol, kernels, color="C3", marker="|", s=300, label="tolerance")
-    ax_err.set(xscale="log", xlabel="kernel vs torch reference", title=f"check ({result['device_name']})")
+    ax_err.set(xscale="log" if log_scale else "linear", xlabel="worst error (max abs / mismatches) vs reference",
+               title=f"check ({result['device_name']})")
+    if not log_scale:
+        ax_err.set_xlim(-0.5, max(1.0, *worst) + 0.5)
     ax_err.legend(fontsize=7)
     timed = [t for t in result["timings"] if t["timed"]]
     if timed:
@@ -183,3 +191,24 @@ def figure(result: dict, path) -> None:
         ax_t.text(0.5, 0.5, "timings not measured:\nno CUDA device\n(kernels ran under the Triton interpreter)",
                   ha="center", va="center", fontsize=9)
     save(fig, path)
+
+
+def standalone(bench: Callable[[str], dict], default_out: str, description: str) -> int:
+    """``workflow/scripts/gpu_benchmark_<paper>.py``: run the kernel rule's ``bench`` on CUDA outside the
+    pipeline; writes kernels.json and kernels.png under ``--out``; 2 without CUDA."""
+    import argparse
+    import json
+
+    from .device import benchmark_dir
+    from .io import write_json
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", default=default_out)
+    out = benchmark_dir(ap.parse_args().out)
+    if out is None:
+        return 2
+    result = bench("cuda")
+    write_json(out / "kernels.json", result)
+    figure(result, out / "kernels.png")
+    print(json.dumps(result, indent=1))
+    return 0
