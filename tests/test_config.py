@@ -1,11 +1,14 @@
 """A wrong config key, type or value stops the run before any job, naming the key and the allowed values."""
 
 import copy
+import re
+import subprocess
+import sys
 
 import pytest
 import yaml
 
-from icmlrepro.core.config import ConfigError, paper_settings, seeds, validate_config
+from icmlrepro.core.config import ConfigError, check_config_file, paper_settings, seeds, validate_config
 
 from .conftest import ROOT, copy_workflow, snakemake
 
@@ -54,11 +57,79 @@ def test_seeds_and_settings(config):
 @pytest.mark.parametrize("override, expected", [
     ("scale=huge", "allowed values: 'smoke', 'default', 'paper'"),
     ("papers=[lec,foo]", "'foo' is not allowed"),
+    ("papers=[]", "--config: config key 'papers': needs at least one entry"),
+    ("lec={smoke: {n_seeds: 0}}", "--config: config key 'lec.smoke.n_seeds': 0 is less than the minimum of 1"),
 ])
 def test_snakemake_stops_before_any_job(tmp_path, override, expected):
     work = copy_workflow(tmp_path)
     proc = snakemake(work, "-n", "--config", override, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert expected in out
+    assert expected in out and "check-config FILE" in out
     assert "Job stats" not in out and not (work / "results").exists()
+
+
+def test_empty_papers_rejected(config):
+    config["papers"] = []
+    with pytest.raises(ConfigError, match="'papers': needs at least one entry"):
+        validate_config(config)
+
+
+def test_nested_overrides_are_read_as_yaml(config):
+    """Snakemake hands `--config seeds={base: 3}` over as {'base': '3'}: judged as the number 3."""
+    config["seeds"] = {"base": "3"}
+    config["lec"]["smoke"].update(n_seeds="2", alphas="[0.1, 0.2]", delta="1e-3")
+    validate_config(config)
+    assert config["seeds"]["base"] == 3 and config["lec"]["smoke"]["n_seeds"] == 2
+    assert config["lec"]["smoke"]["alphas"] == [0.1, 0.2] and config["lec"]["smoke"]["delta"] == 0.001
+    config["lec"]["smoke"]["n_seeds"] = "two"  # still a wrong type when it is no number
+    with pytest.raises(ConfigError, match="'lec.smoke.n_seeds': 'two' is not of type 'integer'"):
+        validate_config(config)
+
+
+def test_nested_override_reaches_the_dag(tmp_path):
+    work = copy_workflow(tmp_path)
+    proc = snakemake(work, "-n", "--config", "scale=smoke", "papers=[lec]", "lec={smoke: {n_seeds: 3}}")
+    assert re.search(r"^lec_train\s+9$", proc.stdout + proc.stderr, flags=re.M)  # 3 models x 3 seeds
+
+
+BAD_FILES = {
+    "syntax.yaml": ("scale: smoke\npapers: [lec\nfoo: 1\n", ":3:4: not valid YAML"),
+    "tab.yaml": ("scale: smoke\n\tpapers: [lec]\n", ":2:1: not valid YAML"),
+    "value.yaml": ("scale: smoke\nlec:\n  smoke:\n    n_seeds: 0\n", ":4:5: config key 'lec.smoke.n_seeds'"),
+    "key.yaml": ("lec:\n  smoke:\n    n_sedes: 2\n", ":3:5: unknown config key 'lec.smoke.n_sedes'"),
+    "list.yaml": ("- lec\n", ":1:1: a config file must map keys to values"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_check_config_names_file_line_and_column(tmp_path, name):
+    text, expected = BAD_FILES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        check_config_file(path)
+    assert str(exc.value).startswith(str(path) + expected[: expected.index(" ")]), str(exc.value)
+    assert expected in str(exc.value)
+
+
+def test_check_config_command(tmp_path):
+    """`python -m icmlrepro check-config FILE`: one line per file, no traceback, exit status 1 on a problem."""
+    good = tmp_path / "good.yaml"
+    good.write_text("scale: smoke\npapers: [lec]\n")
+    missing = tmp_path / "missing.yaml"
+    proc = subprocess.run([sys.executable, "-m", "icmlrepro", "check-config", str(good), str(missing),
+                           str(ROOT / "config" / "config.yaml")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [f"{good}: valid", f"{ROOT / 'config' / 'config.yaml'}: valid"]
+    assert proc.stderr.strip() == f"invalid configuration: {missing}: no such config file"
+
+
+def test_snakemake_names_the_configfile_line(tmp_path):
+    """A --configfile that Snakemake can read but that breaks the schema: file, line and column."""
+    work = copy_workflow(tmp_path)
+    conf = tmp_path / "mine.yaml"
+    conf.write_text(BAD_FILES["value.yaml"][0])
+    proc = snakemake(work, "-n", "--configfile", str(conf), check=False)
+    assert proc.returncode != 0
+    assert f"{conf}:4:5: config key 'lec.smoke.n_seeds'" in proc.stdout + proc.stderr

@@ -1,9 +1,17 @@
-"""Atomic writes leave no partial file; a corrupt intermediate fails with the file's name."""
+"""Atomic writes leave no partial file (and clean up after a killed writer); a corrupt intermediate
+fails with the file's name and the one command that rebuilds it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pandas as pd
 import pytest
 
-from icmlrepro.core.io import CorruptIntermediateError, atomic_path, read_json, read_parquet, write_parquet
+from icmlrepro.core.io import (CorruptIntermediateError, atomic_path, read_json, read_parquet,
+                               rebuild_command, write_parquet)
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):
@@ -30,3 +38,54 @@ def test_garbled_json_names_the_file(tmp_path):
     path.write_text('{"contract": 1, "pap')
     with pytest.raises(CorruptIntermediateError, match="metrics.json"):
         read_json(path)
+
+
+def test_every_recovery_hint_is_the_same_command(tmp_path, monkeypatch):
+    """Missing, truncated and garbled intermediates all print the one command (it used to be three
+    different pieces of advice), relative to the checkout the user runs from."""
+    monkeypatch.chdir(tmp_path)
+    rel = "results/smoke/lec/train/gnb/seed0/predictions.parquet"
+    assert rebuild_command(tmp_path / rel) == f".venv/bin/snakemake --cores 2 --force {rel}"
+    assert rebuild_command("a b.json").endswith("--force 'a b.json'")
+    (tmp_path / "p.parquet").write_bytes(b"PAR1 garbage")
+    (tmp_path / "m.json").write_text("{")
+    for read, name in ((read_parquet, "missing.parquet"), (read_parquet, "p.parquet"), (read_json, "m.json")):
+        with pytest.raises((CorruptIntermediateError, FileNotFoundError)) as exc:
+            read(name)
+        assert f"rebuild it with `{rebuild_command(name)}`" in str(exc.value)
+
+
+WRITER = """
+import sys
+from icmlrepro.core.io import atomic_path
+with atomic_path(sys.argv[1]) as tmp, open(tmp, "wb") as fh:
+    chunk = b"x" * (1 << 20)
+    for i in range(4096):  # 4 GiB: it is killed long before
+        fh.write(chunk)
+        fh.flush()
+"""
+
+
+def test_writer_killed_mid_write_leaves_only_a_temporary_file_that_the_next_write_removes(tmp_path):
+    """A large write killed half-way: the target never appears, the partial temporary file is left
+    behind (SIGKILL runs no clean-up), and the next write of the target deletes it."""
+    target = tmp_path / "big.parquet"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)])
+    try:
+        deadline = time.time() + 60
+        while not any(p.stat().st_size > (32 << 20) for p in tmp_path.glob(".big.parquet.*.part")):
+            assert time.time() < deadline and proc.poll() is None, "the writer never got going"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    partial = list(tmp_path.glob(".big.parquet.*.part"))
+    assert len(partial) == 1 and not target.exists()
+    other = tmp_path / ".big.parquet.x.abcdefgh.part"  # another file's leftover is not touched
+    other.write_text("")
+    df = pd.DataFrame({"a": range(10)})
+    write_parquet(target, df)
+    pd.testing.assert_frame_equal(read_parquet(target), df)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, "big.parquet"]

@@ -1,5 +1,6 @@
 """Metrics contract round trip and the shared aggregation (mean and CI over replicates)."""
 
+import json
 import math
 
 import numpy as np
@@ -83,3 +84,22 @@ def test_nan_counted_and_all_nan():
 def test_unknown_ci_method():
     with pytest.raises(ValueError, match="bootstrap"):
         summarize([1, 2, 3], method="bayes")
+
+
+@pytest.mark.parametrize("bad", ["abc", {"mean": 0.5}, [0.1]])
+def test_non_numeric_value_names_file_metric_and_fix(tmp_path, bad):
+    """A value that is no number (it used to give a bare ValueError/TypeError) names the file, the
+    metric, the value's position and the command that rebuilds the file."""
+    from icmlrepro.core.io import rebuild_command
+
+    path = tmp_path / "metrics.json"
+    mf = MetricsFile("lec", "smoke", replicates=[0, 1])
+    mf.add("risk", [0.1, 0.2])
+    mf.write(path)
+    raw = path.read_text().replace("0.2", json.dumps(bad), 1)
+    path.write_text(raw)
+    with pytest.raises(MetricsError) as exc:
+        load_metrics(path)
+    msg = str(exc.value)
+    assert str(path) in msg and "metric 'risk'" in msg and "value 1" in msg
+    assert rebuild_command(path) in msg

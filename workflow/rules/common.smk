@@ -10,16 +10,22 @@ from snakemake.exceptions import WorkflowError
 
 from icmlrepro.core.config import ConfigError, paper_settings, validate_config
 from icmlrepro.core.device import gpu_resources
-from icmlrepro.core.offline import OFFLINE_ENV
+from icmlrepro.core.config import CHECK_HINT
+from icmlrepro.core.offline import job_environment
 
+# Where the config came from, lowest precedence first, so that an error names the file and line.
+_cli_configfiles = [str(f) for f in workflow.config_settings.configfiles]
+_configfiles = [str(f) for f in workflow.configfiles if str(f) not in _cli_configfiles] + _cli_configfiles
 try:
-    validate_config(config)
+    validate_config(config, _configfiles, dict(workflow.config_settings.config))
 except ConfigError as exc:
-    raise WorkflowError(f"invalid configuration: {exc}") from None
+    raise WorkflowError(f"invalid configuration: {exc}\n({CHECK_HINT})") from None
 
-# Jobs inherit these: hub libraries offline, headless plots, and the `python` of the environment
-# that runs Snakemake first on PATH (also when the virtual environment is not activated).
-os.environ.update(OFFLINE_ENV)
+# Jobs inherit these (the one place a job's environment is set): hub libraries offline, headless
+# plots, the network guard in every Python child, this checkout's code first on PYTHONPATH and
+# named in ICMLREPRO_ROOT (see icmlrepro.core.offline.job_environment), and the `python` of the
+# environment that runs Snakemake first on PATH (also when the virtual environment is not activated).
+os.environ.update(job_environment(workflow.basedir))
 envvars:
     "PATH",
 
@@ -83,9 +89,25 @@ STAGE = "python -m icmlrepro stage {params.stage} --spec {params.spec:q} --setti
 PAPER_OUTPUTS = {}
 
 
+REPORT_TEMPLATE = "report/templates/report.html.j2"
+
+
+def report_sources():
+    """What the report reads besides results: every claims file (the report covers the whole
+    registry), the claims schema and the templates. Inputs, so that editing any of them reruns
+    `report` (a predicate, threshold or quote changes the verdicts shown)."""
+    sources = {f"claims__{f.stem}": str(f) for f in sorted(Path("resources/claims").glob("*.yaml"))}
+    sources["claims_schema"] = "config/schema/claims.schema.yaml"
+    for f in sorted(Path(REPORT_TEMPLATE).parent.iterdir()):
+        if f.is_file():
+            sources[f"template__{f.name}"] = str(f)
+    return sources
+
+
 def report_inputs(wildcards):
-    """Metrics and figures of every configured paper that has rules; the rest show as not run."""
-    inputs = {"device": f"results/{wildcards.scale}/device/gpu_rule.json"}
+    """Metrics and figures of every configured paper that has rules (the rest show as not run),
+    and the claims, schema and templates the report is rendered from."""
+    inputs = {"device": f"results/{wildcards.scale}/device/gpu_rule.json", **report_sources()}
     for paper in PAPERS:
         outs = PAPER_OUTPUTS.get(paper)
         if outs is None:
@@ -102,7 +124,7 @@ def report_settings(wildcards):
             "scale": wildcards.scale,
             "papers": PAPERS,
             "config": config,
-            "template": "report/templates/report.html.j2",
+            "template": REPORT_TEMPLATE,
             "results_dir": str(Path("results") / wildcards.scale),
         },
         sort_keys=True,

@@ -53,12 +53,12 @@ rule onlinespec_tune:
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
+        gpu=GPU["gpu"],  # tagged like onlinespec_train: it runs the same learners on torch_device()
+        gpu_model=GPU["gpu_model"],
     conda:
         ENV
     shell:
         STAGE
-        gpu=GPU["gpu"],  # tagged like onlinespec_train: it runs the same learners on torch_device()
-        gpu_model=GPU["gpu_model"],
 
 
 rule onlinespec_train:

@@ -3,6 +3,8 @@
 
 rule report:
     input:
+        # every configured paper's metrics and figures, and the claims files, claims schema and
+        # templates it is rendered from (editing any of them reruns the report; common.smk)
         unpack(report_inputs),
     output:
         html=os.path.join(config["report_dir"], "report-{scale}.html"),

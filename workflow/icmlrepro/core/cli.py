@@ -4,8 +4,12 @@
 and calls its ``run(job)``. The spec carries the rule's named inputs, outputs, wildcards and
 threads; the settings carry the paper's config block at the job's scale, so the stage never
 reads the config file itself: what Snakemake tracks as params is exactly what the stage sees.
-Before the stage runs, threads are limited, hub libraries are set offline and outbound network
-is refused.
+Before the stage runs, threads are limited, hub libraries are set offline, outbound network is
+refused, the package is checked to come from the checkout being run (``ICMLREPRO_ROOT``, set by
+the rules), and temporary leftovers of an earlier, killed attempt at its outputs are deleted.
+
+``icmlrepro check-config FILE`` checks a config file as ``snakemake --configfile FILE`` would use
+it and names the file, line and column of the first problem.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .device import GPU_ENV, scheduler_facts
+from .io import remove_partials
 from .offline import install_network_guard
+from .paths import repo_root
 from .seeding import set_threads
 
 log = logging.getLogger("icmlrepro")
@@ -93,6 +99,26 @@ def stage_module(stage: str):
     return importlib.import_module(f"icmlrepro.papers.{group}.{name}")
 
 
+class WrongCheckoutError(RuntimeError):
+    """The job imported icmlrepro from another checkout than the workflow it belongs to."""
+
+
+def check_checkout() -> Path:
+    """The checkout the package was imported from; it must be the one the rules named.
+
+    Two checkouts may share one virtual environment, whose editable install points to only one
+    of them; the rules put their own ``workflow/`` first on PYTHONPATH and name their checkout in
+    ``ICMLREPRO_ROOT``, and a job that still imported the other checkout's code stops here.
+    """
+    package = Path(__file__).resolve().parents[1]
+    expected = os.environ.get("ICMLREPRO_ROOT")
+    if expected and Path(expected).resolve() / "workflow" / "icmlrepro" != package:
+        raise WrongCheckoutError(
+            f"this job runs icmlrepro from {package}, but the workflow being run is {expected}; "
+            f"start Snakemake from {expected} (its rules set PYTHONPATH={expected}/workflow)")
+    return package
+
+
 def startup_cost() -> tuple[float, float]:
     """Wall and CPU seconds from this process's start to now: what a job pays before its work begins.
 
@@ -113,12 +139,17 @@ def cpu_so_far() -> float:
 
 
 def run_stage(stage: str, spec: dict) -> None:
+    package = check_checkout()
     module = stage_module(stage)
     job = Job.from_spec(spec)
     os.environ[GPU_ENV] = str(int(spec.get("gpu") or 0))  # what torch_device() reads
     set_threads(job.threads)
     install_network_guard()
     log.info("stage %s: network guard on, %d thread(s)", stage, job.threads)
+    log.info("stage %s: code from %s (checkout %s)", stage, package, repo_root())
+    for path in job.output.values():
+        for stale in remove_partials(path):
+            log.info("stage %s: removed %s, left by an interrupted attempt", stage, stale)
     scheduler = scheduler_facts()
     if scheduler:
         log.info("stage %s: scheduler %s", stage, " ".join(f"{k}={v}" for k, v in sorted(scheduler.items())))
@@ -142,7 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="render the HTML report")
     rp.add_argument("--spec", required=True)
     rp.add_argument("--settings", required=True)
+    cc = sub.add_parser("check-config", help="check config files (as --configfile uses them); "
+                                             "names file, line and column of a problem")
+    cc.add_argument("files", nargs="+", metavar="FILE")
+    cc.add_argument("--base", help="the workflow config the files override (default: config/config.yaml)")
     args = parser.parse_args(argv)
+    if args.command == "check-config":
+        return check_config(args.files, args.base)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     spec = {**json.loads(args.spec), "params": json.loads(args.settings)}
@@ -151,10 +188,28 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from .report import run as run_report
 
+        package = check_checkout()
         job = Job.from_spec(spec)
         install_network_guard()
+        log.info("report: code from %s (checkout %s)", package, repo_root())
         run_report(job)
     return 0
+
+
+def check_config(files: list[str], base: str | None = None) -> int:
+    """``check-config``: one line per file, ``FILE: valid`` or ``FILE:LINE:COLUMN: problem``; exit 1 on a problem."""
+    from .config import ConfigError, check_config_file
+
+    failed = 0
+    for f in files:
+        try:
+            check_config_file(f, base)
+        except ConfigError as exc:
+            failed += 1
+            print(f"invalid configuration: {exc}", file=sys.stderr)
+        else:
+            print(f"{f}: valid")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

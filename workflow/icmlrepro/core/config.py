@@ -1,8 +1,12 @@
 """The one place that reads the pipeline config: validation with clear messages, per-paper settings.
 
-A wrong key, type or value must stop the run before any job, with one message naming the key
-and what is allowed; :func:`validate_config` turns jsonschema's error into that message and then
-hands the config to ``snakemake.utils.validate`` (which also fills schema defaults).
+A wrong key, type or value must stop the run before any job, with one message naming the key,
+what is allowed and, when the value comes from a file, the file, line and column;
+:func:`validate_config` turns jsonschema's error into that message and then hands the config to
+``snakemake.utils.validate`` (which also fills schema defaults). Values given with ``--config``
+reach us as strings below the top level (Snakemake parses them with YAML's BaseLoader), so they
+are first read as YAML where the schema wants a number, boolean, list or mapping.
+``python -m icmlrepro check-config FILE`` checks one file the way ``--configfile FILE`` uses it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import yaml
 from .paths import schema_dir
 
 SCALES = ("smoke", "default", "paper")
+CHECK_HINT = "check a config file with: .venv/bin/python -m icmlrepro check-config FILE"
+_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null"}
 
 
 class ConfigError(ValueError):
@@ -64,6 +70,10 @@ def _message(err: jsonschema.ValidationError, schema: dict) -> str:
             ", ".join(repr(v) for v in err.validator_value)
     if err.validator == "required":
         return f"config key '{key}': {err.message}"
+    if err.validator == "minItems" and err.validator_value == 1:
+        items = _subschema(schema, path + [0])
+        allowed = f"; allowed: {', '.join(map(str, items['enum']))}" if "enum" in items else ""
+        return f"config key '{key}': needs at least one entry, got {err.instance!r}{allowed}"
     sub = _subschema(schema, path)
     bounds = {k: sub[k] for k in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                    "minItems", "minLength") if k in sub}
@@ -71,13 +81,112 @@ def _message(err: jsonschema.ValidationError, schema: dict) -> str:
     return f"config key '{key}': {err.message}{allowed}"
 
 
-def validate_config(config: dict) -> dict:
-    """Validate (and default) the pipeline config in place; raise :class:`ConfigError` on the first problem."""
+def _schema_types(schema: dict, sub: dict) -> set[str]:
+    """The JSON types a (resolved) subschema allows; empty when it does not say."""
+    sub = _resolve(schema, sub)
+    if "type" in sub:
+        return {sub["type"]} if isinstance(sub["type"], str) else set(sub["type"])
+    return {_JSON_TYPES.get(type(v), "other") for v in sub.get("enum", [])}
+
+
+def _typed(value: Any, schema: dict, sub: dict) -> Any:
+    """``value`` with every string that the schema wants as another type read as YAML (recursively)."""
+    sub = _resolve(schema, sub)
+    types = _schema_types(schema, sub)
+    if isinstance(value, str) and types and "string" not in types:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        if isinstance(parsed, str) and "number" in types:  # YAML 1.1 reads 1e-3 as a string
+            try:
+                parsed = float(parsed)
+            except ValueError:
+                pass
+        value = value if parsed is None and "null" not in types else parsed
+    if isinstance(value, dict):
+        props, extra = sub.get("properties", {}), sub.get("additionalProperties")
+        extra = extra if isinstance(extra, dict) else {}
+        return {k: _typed(v, schema, props.get(k, extra)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v, schema, sub.get("items", {})) for v in value]
+    return value
+
+
+def coerce_overrides(config: dict, schema: dict | None = None) -> dict:
+    """Give ``--config`` strings the types the schema asks for, in place: ``seeds={base: 3}`` arrives
+    as ``{'base': '3'}`` and ``lec={smoke: {n_seeds: 0}}`` as ``'0'``, and must be judged as numbers."""
+    schema = schema or config_schema()
+    config.update(_typed(dict(config), schema, schema))
+    return config
+
+
+def _yaml_node(node, path: list):
+    """The node of a composed YAML document at ``path`` (the key's node for a mapping entry)."""
+    found = node
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == str(part)]
+            if not match:
+                return None
+            found, node = match[-1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            found = node = node.value[part]
+        else:
+            return None
+    return found
+
+
+def _has_path(obj: Any, path: list) -> bool:
+    for part in path:
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and isinstance(part, int) and part < len(obj):
+            obj = obj[part]
+        else:
+            return False
+    return True
+
+
+def locate(path: list, files: list = (), overrides: dict | None = None) -> str | None:
+    """Where the value at ``path`` was set: ``--config``, or ``FILE:LINE:COLUMN`` of the file (of
+    ``files``, lowest precedence first) that set it last; the deepest enclosing key if none sets it."""
+    for depth in range(len(path), -1, -1):
+        if overrides and depth and _has_path(overrides, path[:depth]):
+            return "--config"
+        for f in reversed(list(files)):
+            try:
+                node = _yaml_node(yaml.compose(Path(f).read_text()), path[:depth])
+            except (OSError, yaml.YAMLError):
+                continue
+            if node is not None and (depth or path == []):
+                return f"{f}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+    return None
+
+
+def _error_path(err: jsonschema.ValidationError) -> list:
+    """The key the message is about: the unknown key itself for an unknown-key error."""
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = err.schema.get("properties", {})
+        extra = sorted(k for k in err.instance if k not in allowed)
+        path += extra[:1]
+    return path
+
+
+def validate_config(config: dict, files: list = (), overrides: dict | None = None) -> dict:
+    """Validate (and default) the pipeline config in place; raise :class:`ConfigError` on the first problem.
+
+    ``files`` (lowest precedence first) and ``overrides`` (the ``--config`` values) are where the
+    config came from: the message then says where the offending value was set.
+    """
     schema = config_schema()
+    coerce_overrides(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
     err = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if err is not None:
-        raise ConfigError(_message(err, schema))
+        where = locate(_error_path(err), files, overrides) if (files or overrides) else None
+        raise ConfigError((f"{where}: " if where else "") + _message(err, schema))
     for paper in config["papers"]:
         if paper not in config:
             raise ConfigError(f"config key '{paper}': paper {paper!r} is listed in 'papers' "
@@ -89,9 +198,52 @@ def validate_config(config: dict) -> dict:
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> dict:
-    config = yaml.safe_load(Path(path).read_text())
+    config = read_config_file(path)
     config.update(overrides or {})
-    return validate_config(config)
+    return validate_config(config, [path])
+
+
+def default_config_file() -> Path:
+    return schema_dir().parent / "config.yaml"
+
+
+def read_config_file(path: str | Path) -> dict:
+    """One config file as a mapping; a missing file, bad YAML or a non-mapping names file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        context = f" ({exc.context})" if exc.context else ""
+        raise ConfigError(f"{where}: not valid YAML: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1:1: a config file must map keys to values, got a {type(data).__name__}")
+    return data
+
+
+def check_config_file(path: str | Path, base: str | Path | None = None) -> dict:
+    """Check ``path`` the way ``snakemake --configfile path`` uses it: read on top of the workflow's
+    ``config/config.yaml`` (``base``), then validated; any problem names the file, line and column."""
+    from snakemake.utils import update_config
+
+    path, base = Path(path), Path(base or default_config_file())
+    data = read_config_file(path)
+    if path.resolve() == base.resolve():
+        return validate_config(data, [path])
+    config = read_config_file(base)
+    update_config(config, data)
+    return validate_config(config, [base, path])
 
 
 def paper_settings(config: dict, paper: str, scale: str | None = None) -> dict[str, Any]:

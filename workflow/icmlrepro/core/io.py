@@ -1,9 +1,11 @@
 """Reading and writing intermediates so that a half-written file is never taken as done.
 
 Every writer goes through :func:`atomic_path`: the data lands in a temporary file in the
-same directory and is renamed into place only once complete, so a killed job leaves no file
-under the final name. Every reader names the file it failed on, so a corrupt intermediate is
-traced to the rule that wrote it.
+same directory (``.<name>.<random>.part``) and is renamed into place only once complete, so a
+killed job leaves no file under the final name; the next write of that file, and the next run of
+the job, delete such leftovers. Every reader names the file it failed on and prints the one
+command that rebuilds it (:func:`rebuild_command`), so a corrupt intermediate is traced to the
+rule that wrote it and fixed the same way everywhere.
 """
 
 from __future__ import annotations
@@ -12,15 +14,76 @@ import contextlib
 import json
 import math
 import os
+import re
+import shlex
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 
 
+SNAKEMAKE = ".venv/bin/snakemake"
+
+
 class CorruptIntermediateError(RuntimeError):
-    """An intermediate file exists but cannot be read; rerun the rule that writes it."""
+    """An intermediate file exists but cannot be read; the message says how to rebuild it."""
+
+
+def rebuild_command(path: str | os.PathLike) -> str:
+    """The exact command, run from the checkout, that rebuilds ``path`` and nothing else.
+
+    Every recovery hint of the pipeline prints this command, so the advice is the same wherever
+    a file turns out missing or corrupt. The file's path carries its scale and paper, so no
+    ``--config`` is needed; the user's own command, run again afterwards, then redoes the failed
+    job and whatever else reads the rebuilt file (it is newer than their outputs).
+    """
+    path = Path(path)
+    if path.is_absolute():
+        with contextlib.suppress(ValueError):
+            path = path.relative_to(Path.cwd())
+    return f"{SNAKEMAKE} --cores 2 --force {shlex.quote(str(path))}"
+
+
+def rebuild_hint(path: str | os.PathLike) -> str:
+    return f"rebuild it with `{rebuild_command(path)}`, then rerun your command"
+
+
+def _partials(path: Path) -> list[Path]:
+    """Temporary files/directories that a writer of ``path`` left behind (named by ``mkstemp``)."""
+    pattern = re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.part")
+    try:
+        return [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)]
+    except FileNotFoundError:
+        return []
+
+
+def remove_partials(path: str | os.PathLike) -> list[Path]:
+    """Delete the temporary leftovers of a killed writer of ``path``; return what was deleted.
+
+    Only one job writes a given output (Snakemake's lock and DAG guarantee it), so a leftover
+    next to it can only come from an earlier, interrupted attempt.
+    """
+    stale = _partials(Path(path))
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return stale
+
+
+def _fault_write(path: Path) -> None:
+    """Test hook: ``ICMLREPRO_FAULT_WRITE=<file name>:<seconds>`` stalls the write of that file after the
+    data is in the temporary file and before the rename, the moment a kill leaves a partial file.
+
+    Used by the test that kills a stage mid-write; inert unless set.
+    """
+    name, _, seconds = os.environ.get("ICMLREPRO_FAULT_WRITE", "").partition(":")
+    if name and name == path.name:
+        time.sleep(float(seconds or 60))
 
 
 @contextlib.contextmanager
@@ -28,11 +91,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success only."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_partials(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        _fault_write(path)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
@@ -45,10 +110,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; it replaces ``path`` only on success."""
-    import shutil
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_partials(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
     try:
         yield tmp
@@ -95,7 +159,7 @@ def read_json(path: str | os.PathLike) -> Any:
         raise
     except (OSError, ValueError) as exc:
         raise CorruptIntermediateError(
-            f"{path}: cannot be read as JSON ({exc}); delete it and rerun the rule that writes it"
+            f"{path}: cannot be read as JSON ({exc}); {rebuild_hint(path)}"
         ) from exc
 
 
@@ -107,12 +171,11 @@ def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
 def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: missing intermediate")
+        raise FileNotFoundError(f"{path}: missing intermediate; {rebuild_hint(path)}")
     try:
         return pd.read_parquet(path)
     except Exception as exc:  # pyarrow raises several types for truncated/garbled files
         raise CorruptIntermediateError(
             f"{path}: cannot be read as parquet ({type(exc).__name__}: {exc}); "
-            "the file is corrupt or truncated: rerun the rule that writes it "
-            "(snakemake --forcerun <rule>)"
+            f"the file is corrupt or truncated; {rebuild_hint(path)}"
         ) from exc

@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 from scipy import stats
 
-from .io import read_json, write_json
+from .io import read_json, rebuild_hint, write_json
 
 CONTRACT_VERSION = 1
 DIRECTIONS = ("higher", "lower", "none")
@@ -88,6 +88,19 @@ def _to_float(v) -> float:
     return float(v)  # also parses "inf"/"-inf" written by write_json
 
 
+def _values(name: str, raw) -> list[float]:
+    """A metric's values as floats; a value that is no number is named with its metric and position."""
+    if not isinstance(raw, list):
+        raise MetricsError(f"metric {name!r}: 'values' is {raw!r}, not a list")
+    out = []
+    for i, v in enumerate(raw):
+        try:
+            out.append(_to_float(v))
+        except (TypeError, ValueError):
+            raise MetricsError(f"metric {name!r}: value {i} is {v!r}, not a number") from None
+    return out
+
+
 def load_metrics(path: str | Path) -> MetricsFile:
     raw = read_json(path)
     try:
@@ -96,11 +109,11 @@ def load_metrics(path: str | Path) -> MetricsFile:
         mf = MetricsFile(raw["paper"], raw["scale"], raw.get("replicate", "seed"), raw.get("replicates", []))
         for name, m in raw["metrics"].items():
             mf.metrics[name] = Metric(
-                [_to_float(v) for v in m["values"]], m.get("unit", ""), m.get("direction", "none"),
+                _values(name, m["values"]), m.get("unit", ""), m.get("direction", "none"),
                 bool(m.get("timing", False)), m.get("description", ""),
             )
     except (KeyError, TypeError, AttributeError, MetricsError) as exc:
-        raise MetricsError(f"{path}: does not follow the metrics contract ({exc})") from exc
+        raise MetricsError(f"{path}: does not follow the metrics contract ({exc}); {rebuild_hint(path)}") from exc
     return mf
 
 

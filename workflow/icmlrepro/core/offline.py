@@ -1,15 +1,25 @@
 """No network at run time: hub libraries are set offline and any outbound socket is refused.
 
 The guard uses an audit hook (PEP 578), which cannot be removed once installed, so no library
-in a pipeline job can open a network connection by accident; local (AF_UNIX) sockets, which
-multiprocessing uses, stay allowed.
+in a pipeline job can open a network connection or send a datagram by accident: ``connect`` to
+anything but a local (AF_UNIX) socket, name lookups, and ``sendto``/``sendmsg`` to a non-loopback
+address raise :class:`NetworkAccessError`. A ``fork`` child inherits the hook; every other Python
+child (``subprocess``, multiprocessing ``spawn``/``forkserver``) gets it at start-up from
+``workflow/sitecustomize.py``, which installs it when ``ICMLREPRO_NETWORK_GUARD=1``: the rules
+export that variable with :func:`job_environment`, and a guarded process exports it to its
+children too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import sys
+from pathlib import Path
+
+GUARD_VAR = "ICMLREPRO_NETWORK_GUARD"
+WORKFLOW_DIR = Path(__file__).resolve().parents[2]  # holds the icmlrepro package and sitecustomize.py
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -27,9 +37,47 @@ class NetworkAccessError(RuntimeError):
 _installed = False
 
 
+def _prepend_path(entry: str, current: str | None) -> str:
+    parts = [p for p in (current or "").split(os.pathsep) if p and p != entry]
+    return os.pathsep.join([entry, *parts])
+
+
+def job_environment(root: str | os.PathLike, environ: dict | None = None) -> dict[str, str]:
+    """The variables every job of the checkout ``root`` runs with (set once, in common.smk).
+
+    Hub libraries offline and headless plots; the guard switch for every Python child; and the
+    checkout's own code: ``PYTHONPATH`` starts with ``root/workflow`` (so ``python -m icmlrepro``
+    imports this checkout's package, not whichever one the environment's editable install points
+    to) and ``ICMLREPRO_ROOT`` names ``root`` (claims, schemas and the commit in the provenance).
+    """
+    environ = os.environ if environ is None else environ
+    root = Path(root).resolve()
+    return {
+        **OFFLINE_ENV,
+        GUARD_VAR: "1",
+        "ICMLREPRO_ROOT": str(root),
+        "PYTHONPATH": _prepend_path(str(root / "workflow"), environ.get("PYTHONPATH")),
+    }
+
+
 def set_offline_env() -> None:
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+
+
+def _loopback(address) -> bool:
+    """Whether a socket address (``(host, port, ...)``) is this machine's loopback interface."""
+    if not isinstance(address, tuple) or not address:
+        return False
+    host = address[0]
+    if isinstance(host, bytes):
+        host = host.decode(errors="replace")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -40,12 +88,20 @@ def _audit(event: str, args: tuple) -> None:
         raise NetworkAccessError(f"network access refused in a pipeline job: connect to {address!r}")
     if event == "socket.getaddrinfo":
         raise NetworkAccessError(f"network access refused in a pipeline job: name lookup of {args[0]!r}")
+    if event in ("socket.sendto", "socket.sendmsg"):
+        sock, address = args[0], args[1]
+        if address is None or getattr(sock, "family", None) == socket.AF_UNIX or _loopback(address):
+            return  # a connected socket (its connect was checked), a local socket, or loopback
+        raise NetworkAccessError(
+            f"network access refused in a pipeline job: {event.split('.')[1]} to {address!r}")
 
 
 def install_network_guard() -> None:
-    """Refuse outbound connections and name lookups for the rest of this process."""
+    """Refuse network access for the rest of this process and in every Python child it starts."""
     global _installed
     set_offline_env()
+    os.environ[GUARD_VAR] = "1"
+    os.environ["PYTHONPATH"] = _prepend_path(str(WORKFLOW_DIR), os.environ.get("PYTHONPATH"))
     if not _installed:
         sys.addaudithook(_audit)
         _installed = True
