@@ -1,4 +1,5 @@
-"""TimesX: the context pipeline never reads the window, the scores follow their definitions."""
+"""TimesX: the context pipeline never reads the window or unpublished data, the audit catches planted
+leaks, the synthetic benchmark is held out from pretraining, the scores follow their definitions."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from icmlrepro.papers.timesx import benchmark, context, neural, scoring, statistical
-from icmlrepro.papers.timesx.evaluate import ENSEMBLE, ENSEMBLE_MEMBERS, with_ensembles
+from icmlrepro.core import verdicts as V
+from icmlrepro.core.claims import load_claims
+from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.papers.timesx import benchmark, context, neural, scoring, statistical, synthetic
+from icmlrepro.papers.timesx.evaluate import ENSEMBLE, ENSEMBLE_MEMBERS, TEXT_ARMS, with_ensembles
 from icmlrepro.papers.timesx.windows import rolling_origins
 
 SETTINGS = {"max_series": 10, "n_windows": 2, "min_history": 24, "max_events": 3, "event_threshold": 3.5,
@@ -25,11 +29,41 @@ def _window_starts(windows: pd.DataFrame, ctx: pd.DataFrame) -> pd.Series:
     return start.loc[list(zip(ctx["series"], ctx["window"]))].reset_index(drop=True)
 
 
-def test_real_context_never_postdates_its_window(real):
+def _series(obs: pd.DataFrame, sid: str) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    g = obs[obs["series"] == sid].sort_values("t")
+    return g["value"].to_numpy(), pd.DatetimeIndex(g["t"])
+
+
+def _doc(docs: pd.DataFrame, sid: str) -> dict:
+    return docs.set_index("series").loc[sid].to_dict() | {"series": sid}
+
+
+def test_real_context_passes_the_audit_and_uses_only_published_values(real):
     _, docs, windows, ctx = real
     assert set(ctx["kind"]) == set(context.KINDS)  # all four context types are generated
-    assert not context.leaking(ctx, _window_starts(windows, ctx)).any()
-    assert (pd.to_datetime(ctx["issued_at"]).to_numpy() < _window_starts(windows, ctx).to_numpy()).all()
+    assert not benchmark.context_audit(docs, windows, ctx).any(axis=None)
+    start = _window_starts(windows, ctx)
+    assert (pd.to_datetime(ctx["issued_at"]).to_numpy() < start.to_numpy()).all()
+    # every documentation date is at or after its series end, so every window's metadata is reduced
+    assert (pd.to_datetime(docs["published"]) > pd.to_datetime(docs["end"])).all()
+    meta = ctx[ctx["kind"] == "metadata"]
+    assert meta["reduced"].all() and not meta["text"].str.contains("Data|data for", regex=True).any()
+    # covariates and events stop before the last history period (every documented lag is positive)
+    data = ctx[ctx["kind"].isin(["covariate", "event"])].reset_index(drop=True)
+    freq = docs.set_index("series").loc[data["series"], "freq"]
+    last_period = [(pd.Timestamp(s).to_period(f) - 1).start_time for s, f in zip(_window_starts(windows, data), freq)]
+    assert len(data) and (pd.to_datetime(data["data_through"]).to_numpy() < np.array(last_period, dtype="datetime64[ns]")).all()
+
+
+def test_documentation_published_before_the_window_is_quoted_in_full(real):
+    _, docs, windows, _ = real
+    w = windows.iloc[0]
+    doc = _doc(docs, w.series)
+    hist_t = pd.DatetimeIndex([w.window_start - pd.DateOffset(years=1)])
+    early = context.metadata_item(doc | {"published": w.window_start - pd.Timedelta(days=1)}, hist_t, w.window_start)
+    late = context.metadata_item(doc, hist_t, w.window_start)
+    assert not early["reduced"] and early["text"].startswith(context.date_bounded(doc["title"], 3000).rstrip("."))
+    assert late["reduced"] and doc["title"].rstrip(".") not in late["text"]
 
 
 def test_context_is_unchanged_when_the_future_changes(real):
@@ -38,7 +72,7 @@ def test_context_is_unchanged_when_the_future_changes(real):
     obs, docs, windows, _ = real
     rng = np.random.default_rng(0)
     for w in windows.itertuples(index=False):
-        doc = docs.set_index("series").loc[w.series].to_dict() | {"series": w.series}
+        doc = _doc(docs, w.series)
         peers = docs[(docs["dataset"] == doc["dataset"]) & (docs["series"] != w.series)]
         series = {s: g.sort_values("t") for s, g in obs.groupby("series")}
         v, t = series[w.series]["value"].to_numpy(), pd.DatetimeIndex(series[w.series]["t"])
@@ -50,17 +84,63 @@ def test_context_is_unchanged_when_the_future_changes(real):
         assert context.window_context(doc, v2, t, w.origin, w.horizon, rel2, SETTINGS) == before
 
 
-def test_leak_audit_catches_constructed_leaks():
-    start = pd.Timestamp("2000-01-01")
-    items = pd.DataFrame([
-        {"kind": "event", "issued_at": pd.Timestamp("1999-10-01"), "text": "1999Q4: sharp rise."},  # fine
-        {"kind": "event", "issued_at": start, "text": "2000Q1: sharp rise."},  # issued at the start
-        {"kind": "covariate", "issued_at": pd.Timestamp("1999-10-01"), "text": "X (chained 2005 US$)"},  # later year
-        {"kind": "calendar", "issued_at": pd.Timestamp("1999-10-01"), "text": "Horizon 2000Q1 to 2001Q4."},  # known ahead
-        {"kind": "metadata", "issued_at": pd.Timestamp("1950-01-01"), "text": "Data for 1959 - 2009."},
-    ])
-    flagged = context.leaking(items, pd.Series([start] * len(items)))
-    assert flagged.tolist() == [False, True, True, False, True]
+def test_context_ignores_values_not_yet_published(real):
+    """The last history period is not published at the window start (every documented lag is positive):
+    rewriting it, for the target and its related variables, changes no item either."""
+    obs, docs, windows, _ = real
+    for w in windows.itertuples(index=False):
+        doc = _doc(docs, w.series)
+        v, t = _series(obs, w.series)
+        peers = docs[(docs["dataset"] == doc["dataset"]) & (docs["series"] != w.series)]
+        related = {r.variable: (_series(obs, r.series)[0], r.variable_note) for r in peers.itertuples()}
+        before = context.window_context(doc, v, t, w.origin, w.horizon, related, SETTINGS)
+        v2, last = v.copy(), w.origin - 1
+        v2[last] += 1e4
+        rel2 = {k: (np.where(np.arange(x.size) == last, -1e4, x), n) for k, (x, n) in related.items()}
+        assert context.window_context(doc, v2, t, w.origin, w.horizon, rel2, SETTINGS) == before
+
+
+def _audit(items: list[dict], start, freq="Q", lag=30, published="2009-12-15") -> list[bool]:
+    df = pd.DataFrame(items)
+    n = len(df)
+    return context.leaking(df, pd.Series([pd.Timestamp(start)] * n), pd.Series([freq] * n), pd.Series([lag] * n),
+                           pd.Series([pd.Timestamp(published)] * n)).tolist()
+
+
+def test_leak_audit_catches_planted_leaks():
+    start = pd.Timestamp("2000-01-01")  # history ends with 1999Q4, published 30 days after it ends
+    q3, q4 = pd.Timestamp("1999-07-01"), pd.Timestamp("1999-10-01")
+    item = context._item
+    items = [
+        item("event", "1999-10-31", "1999Q3: sharp rise.", data_through=q3),  # fine: Q3 public on 1999-10-31
+        item("event", start, "1999Q3: sharp rise.", data_through=q3),  # issued at the start
+        item("covariate", "1999-12-31", "X rose to 1999Q4.", data_through=q4),  # zero lag: Q4 public 2000-01-31
+        item("covariate", "1999-10-31", "X (chained 2005 US$) rose.", data_through=q3),  # later year
+        item("calendar", q4, "Horizon 2000Q1 to 2001Q4."),  # known ahead
+        item("metadata", "1950-01-01", "US data. Variable realgdp: GDP."),  # documentation of 2009, not reduced
+        item("metadata", q4, "Variable realgdp: GDP.", reduced=True),  # reduced to what was knowable
+    ]
+    assert _audit(items, start) == [False, True, True, True, False, True, False]
+    assert _audit(items[5:6], start, published="1999-12-31") == [False]  # documentation older than the window
+
+
+def test_audit_catches_a_generator_that_forgets_the_lag(real):
+    """Covariate and event notes built from the full history (zero release lag, as the pipeline did
+    before) are caught, and so is the metadata when the documentation is dated at the series start."""
+    obs, docs, windows, _ = real
+    w = windows.iloc[0]
+    doc = _doc(docs, w.series)
+    v, t = _series(obs, w.series)
+    peers = docs[(docs["dataset"] == doc["dataset"]) & (docs["series"] != w.series)]
+    related = {r.variable: (_series(obs, r.series)[0][:w.origin], r.variable_note) for r in peers.itertuples()}
+    hist_t = t[:w.origin]
+    items = context.covariate_items(related, v[:w.origin], hist_t, doc["freq"], doc["season"], 2, 0)
+    items += context.event_items(v[:w.origin], hist_t, doc["freq"], doc["season"], doc["variable"], 3, 3.5, 0)
+    items.append(context.metadata_item(doc | {"published": doc["start"]}, hist_t, w.window_start))
+    assert len(items) >= 3 and all(_audit(items, w.window_start, doc["freq"], doc["release_lag_days"], doc["published"]))
+    unbounded = benchmark.real_benchmark(SETTINGS, release_dates=False)
+    flags = benchmark.context_audit(docs, windows, unbounded[3])
+    assert flags["data_not_yet_published"].sum() > 0 and flags["document_not_yet_published"].sum() == len(windows)
 
 
 def test_event_detector_would_leak_if_given_the_window():
@@ -70,11 +150,11 @@ def test_event_detector_would_leak_if_given_the_window():
     v = np.cumsum(rng.normal(0, 1, 60))
     v[52:] += 40.0
     doc = {"title": "T", "description": "D", "variable": "x", "variable_note": "n", "domain": "d", "freq": "Q",
-           "season": 4}
-    leaky = pd.DataFrame(context.event_items(v, t, "Q", 4, "x", 3, 3.5))
-    assert context.leaking(leaky, pd.Series([t[52]] * len(leaky))).any()
-    clean = pd.DataFrame(context.window_context(doc, v, t, 52, 8, {}, SETTINGS))
-    assert not context.leaking(clean, pd.Series([t[52]] * len(clean))).any()
+           "season": 4, "published": t[-1], "release_lag_days": 30}
+    leaky = context.event_items(v, t, "Q", 4, "x", 3, 3.5, 30)
+    assert any(_audit(leaky, t[52], published=t[-1]))
+    clean = context.window_context(doc, v, t, 52, 8, {}, SETTINGS)
+    assert not any(_audit(clean, t[52], published=t[-1]))
 
 
 def test_date_bounded_drops_later_years():
@@ -94,12 +174,17 @@ def test_rolling_windows_follow_the_history_and_never_overlap():
 
 
 def test_windows_split_history_and_target(real):
-    for w in benchmark.windows_of(real):
-        assert w.future_t[0] > pd.Timestamp(0) and w.future.size == len(w.future_t)
+    """History end < window start = future_t[0], and history / future are the observations on either side."""
     obs, _, windows, _ = real
-    for w in windows.itertuples(index=False):
-        t = obs[obs["series"] == w.series].sort_values("t")["t"].to_numpy()
-        assert t[w.origin] == np.datetime64(w.window_start)
+    starts = windows.set_index(["series", "window"])["window_start"]
+    for w in benchmark.windows_of(real):
+        v, t = _series(obs, w.series)
+        start = starts[(w.series, w.window)]
+        history_end = t[w.history.size - 1]
+        assert history_end < start == w.future_t[0]
+        np.testing.assert_array_equal(w.history, v[t < start])
+        np.testing.assert_array_equal(w.future, v[t >= start][:w.future.size])
+        assert w.future.size == len(w.future_t) and (w.future_t == t[t >= start][:w.future.size]).all()
 
 
 def test_seasonal_naive_repeats_the_last_season():
@@ -108,17 +193,31 @@ def test_seasonal_naive_repeats_the_last_season():
     assert statistical.seasonal_naive(h, 3, 1).tolist() == [9, 9, 9]
 
 
-def test_mase_hand_computed_and_snaive_is_exactly_one():
+def test_mase_hand_computed():
     hist = np.array([1.0, 3.0, 2.0, 6.0])  # in-sample naive MAE = (2 + 1 + 4) / 3
     assert scoring.mase([2.0, 4.0], [1.0, 1.0], hist, 1) == pytest.approx(2.0 / (7 / 3))
-    rng = np.random.default_rng(0)
-    errors = pd.DataFrame([{"series": f"s{i}", "window": k, "method": m, "mase": rng.uniform(0.1, 3)}
-                           for i in range(5) for k in range(3) for m in ("snaive", "a", "b")])
+    # season 2: in-sample |2-1|, |6-3|, |4-2|, |5-6| -> scale 7/4; SeasonalNaive repeats (4, 5)
+    hist = np.array([1.0, 3.0, 2.0, 6.0, 4.0, 5.0])
+    y = np.array([7.0, 2.0, 4.0])
+    snaive = statistical.seasonal_naive(hist, 3, 2)  # (4, 5, 4): errors 3, 3, 0
+    assert scoring.mase(y, snaive, hist, 2) == pytest.approx(2.0 / (7 / 4))
+    assert scoring.mase(y, statistical.naive(hist, 3), hist, 2) == pytest.approx((2 + 3 + 1) / 3 / (7 / 4))
+
+
+def test_scaled_mase_hand_computed():
+    """Per series: the window-averaged MASE over SeasonalNaive's; a series where SeasonalNaive is exact
+    is dropped; the geometric mean and ranks of the scaled table by hand."""
+    rows = {("s0", "snaive"): [2.0, 4.0], ("s0", "a"): [1.5, 3.0], ("s0", "b"): [6.0, 6.0],
+            ("s1", "snaive"): [1.0, 1.0], ("s1", "a"): [4.0, 0.0], ("s1", "b"): [0.5, 0.5],
+            ("s2", "snaive"): [0.0, 0.0], ("s2", "a"): [1.0, 1.0], ("s2", "b"): [1.0, 1.0]}
+    errors = pd.DataFrame([{"series": s, "window": k, "method": m, "mase": v}
+                           for (s, m), vals in rows.items() for k, v in enumerate(vals)])
     scaled = scoring.scaled_mase(errors)
-    assert (scaled["snaive"] == 1.0).all()
-    s0 = errors[errors["series"] == "s0"]
-    expect = s0[s0["method"] == "a"]["mase"].mean() / s0[s0["method"] == "snaive"]["mase"].mean()
-    assert scaled.loc["s0", "a"] == pytest.approx(expect)
+    assert list(scaled.index) == ["s0", "s1"]
+    assert scaled.loc["s0"].to_dict() == pytest.approx({"a": 0.75, "b": 2.0, "snaive": 1.0})
+    assert scaled.loc["s1"].to_dict() == pytest.approx({"a": 2.0, "b": 0.5, "snaive": 1.0})
+    assert scoring.geometric_mean(scaled["a"]) == pytest.approx(np.sqrt(1.5))
+    assert scoring.average_rank(scaled).to_dict() == pytest.approx({"a": 2.0, "b": 2.0, "snaive": 2.0})
 
 
 def test_geometric_mean_average_rank_and_tau_hand_computed():
@@ -130,6 +229,55 @@ def test_geometric_mean_average_rank_and_tau_hand_computed():
     a = pd.Series({"x": 1.0, "y": 2.0, "z": 3.0})
     assert scoring.kendall_tau(a, a) == pytest.approx(1.0)
     assert scoring.kendall_tau(a, -a) == pytest.approx(-1.0)
+
+
+def test_synthetic_benchmark_is_held_out_from_pretraining(monkeypatch):
+    """The benchmark never calls the pretraining generator or template, the corpus never calls the
+    held-out ones, and their announcement phrasings share no template words or event names."""
+    rng = np.random.default_rng(0)
+
+    def forbidden(*a, **k):
+        raise AssertionError("generator crossed between pretraining and the benchmark")
+
+    with monkeypatch.context() as m:
+        m.setattr(synthetic, "synth_series", forbidden)
+        m.setattr(synthetic, "announcement", forbidden)
+        bench_text = " ".join(synthetic.synthetic_benchmark(rng, 9, 36)[3]["text"])
+    with monkeypatch.context() as m:
+        m.setattr(synthetic, "heldout_series", forbidden)
+        m.setattr(synthetic, "heldout_announcement", forbidden)
+        corpus = synthetic.pretraining_corpus(rng, 40, 36, 1.0, SETTINGS)
+    corpus_text = " ".join(c["text"] for c in corpus)
+    assert "Announcement issued" in corpus_text and "Announcement issued" not in bench_text
+    assert not any(e in corpus_text for e in synthetic.HELDOUT_EVENTS)
+    assert not any(e in bench_text for e in synthetic.EVENTS)
+    assert not any(v in bench_text for v in (" raise ", " lower "))
+
+
+def test_text_controls_remove_or_move_the_text():
+    texts = ["a", "b", "c", "d", "e"]
+    shuffled = TEXT_ARMS["_shuffled"](texts)
+    assert sorted(shuffled) == texts and all(x != y for x, y in zip(shuffled, texts))
+    assert TEXT_ARMS["_notext"](texts) == [""] * 5 and TEXT_ARMS[""](texts) == texts
+
+
+def test_controls_block_a_reproduction():
+    """Each controlled claim: values that pass the condition give `reproduced` only while they beat the
+    control; putting the control's values in the metric's place does not reproduce."""
+    pc = load_claims("timesx")
+    for claim in (c for c in pc.claims if c.controls):
+        cond = claim.conditions[0]
+        good = cond.threshold + (-0.2 if cond.op == "<" else 0.2)
+        worse = good + (0.3 if cond.op == "<" else -0.3)
+
+        def mf(metric, control):
+            f = MetricsFile("timesx", "smoke", replicates=[0, 1, 2])
+            f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
+            f.add(cond.control, [control + d for d in (0.0, 0.01, -0.01)])
+            return f
+
+        assert V.judge_claim(claim, mf(good, worse)).verdict == V.REPRODUCED
+        assert V.judge_claim(claim, mf(good, good)).verdict != V.REPRODUCED  # the control itself
 
 
 def test_average_ensemble_is_the_mean_of_its_members():
@@ -179,3 +327,4 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
                                                       "example_forecast.png"))
     assert metrics.get("real.mase.snaive").values == [1.0] * len(metrics.replicates)
     assert metrics.get("context_items_after_forecast_start").values == [0.0] * len(metrics.replicates)
+    assert min(metrics.get("unbounded.context_items_after_forecast_start").values) > 0  # the audit bites

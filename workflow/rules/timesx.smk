@@ -1,6 +1,6 @@
 # TimesX: context-enriched multimodal forecasting benchmark (resources/claims/timesx.yaml).
 # timesx_data -> timesx_statistical (once) + timesx_train (seed) -> timesx_eval -> timesx_figures
-from icmlrepro.papers.timesx.workflow_inputs import timesx_data_files, timesx_eval_inputs
+from icmlrepro.papers.timesx.workflow_inputs import timesx_data_files, timesx_eval_inputs, timesx_statistical_files
 
 
 rule timesx_data:
@@ -29,8 +29,7 @@ rule timesx_statistical:
     input:
         **timesx_data_files("{scale}"),
     output:
-        real="results/{scale}/timesx/statistical/real.parquet",
-        synthetic="results/{scale}/timesx/statistical/synthetic.parquet",
+        **timesx_statistical_files("{scale}"),
     params:
         stage="timesx.statistical",
         spec=paths_spec,

@@ -13,7 +13,7 @@ import pandas as pd
 
 from icmlrepro.core.io import read_parquet, write_parquet
 
-from .context import window_context
+from .context import audit, window_context
 from .sources import load_real
 from .windows import HORIZON, rolling_origins
 
@@ -58,14 +58,28 @@ def windows_of(tables: tuple[pd.DataFrame, ...]) -> list[Window]:
     return out
 
 
-def real_benchmark(settings: dict) -> tuple[pd.DataFrame, ...]:
-    """The real benchmark: packaged series, rolling windows, and the automated context of each window."""
+def context_audit(docs: pd.DataFrame, windows: pd.DataFrame, context: pd.DataFrame) -> pd.DataFrame:
+    """``context.audit`` of every item, with its window's start and its dataset's documented lag."""
+    key = list(zip(context["series"], context["window"]))
+    start = windows.set_index(["series", "window"])["window_start"].loc[key].reset_index(drop=True)
+    doc = docs.set_index("series").loc[context["series"]].reset_index(drop=True)
+    return audit(context, start, doc["freq"], doc["release_lag_days"], doc["published"])
+
+
+def real_benchmark(settings: dict, release_dates: bool = True) -> tuple[pd.DataFrame, ...]:
+    """The real benchmark: packaged series, rolling windows, and the automated context of each window.
+
+    ``release_dates=False`` builds the context the way a pipeline blind to publication dates would
+    (every value public the moment its period ends, the documentation dated at the series start): the
+    audit's positive case, reported beside the real benchmark's audit."""
     obs, docs = load_real(settings["max_series"])
     values = {s: g.sort_values("t")["value"].to_numpy() for s, g in obs.groupby("series")}
     times = {s: pd.DatetimeIndex(g.sort_values("t")["t"]) for s, g in obs.groupby("series")}
     windows, context = [], []
     for doc in docs.to_dict("records"):
         sid, h = doc["series"], HORIZON[doc["freq"]]
+        if not release_dates:
+            doc = doc | {"release_lag_days": -1, "published": doc["start"]}
         related = {r["variable"]: (values[r["series"]], r["variable_note"])
                    for r in docs.to_dict("records") if r["dataset"] == doc["dataset"] and r["series"] != sid}
         origins = rolling_origins(len(values[sid]), h, settings["n_windows"], settings["min_history"])

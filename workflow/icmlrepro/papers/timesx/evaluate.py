@@ -1,10 +1,15 @@
-"""Stage ``timesx.evaluate``: forecasts of every method on both benchmarks, scores, metrics.json.
+"""Stage ``timesx.evaluate``: forecasts of every method on the benchmarks, scores, metrics.json.
 
 Per seed (one pretrained set of small forecasters), every method forecasts every window of the
-real and the synthetic-style benchmark; each window gets a plain MASE, normalised per series by
-SeasonalNaive, aggregated by geometric mean over series and by average rank. The statistical
-forecasts are deterministic and the same for every seed. The leakage audit counts context items
-of the real benchmark that postdate their window.
+real benchmark, the synthetic-style benchmark and its redraw; each window gets a plain MASE,
+normalised per series by SeasonalNaive, aggregated by geometric mean over series and by average rank.
+The statistical forecasts are deterministic and the same for every seed.
+
+Controls measured in the same run: the text-aware model and its ensemble with the window's text
+removed (empty context) and with the text of another window (shuffled); the rank agreement between
+the synthetic-style benchmark and an independent redraw of it. The leakage audit counts context
+items of the real benchmark that break a leak rule, and the same for the context a pipeline blind to
+release dates would build (what the audit must catch).
 """
 
 from __future__ import annotations
@@ -17,35 +22,45 @@ from icmlrepro.core.io import write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from . import benchmark, neural, scoring
-from .context import KINDS, leaking
+from .context import KINDS, LEAK_RULES
 from .train import load_models
+from .workflow_inputs import BENCHMARKS, UNBOUNDED
 
-BENCHMARKS = ("real", "synthetic")
 NEURAL = ("foundation", "textnet", "textrev")
+# text controls: the text-aware models given no context, or another window's context
+TEXT_ARMS = {"": lambda texts: texts, "_notext": lambda texts: [""] * len(texts),
+             "_shuffled": lambda texts: texts[len(texts) // 2:] + texts[:len(texts) // 2]}
+TEXT_MODELS = ("textnet", "textrev")
 ENSEMBLE = "avgens"  # the simple average of the time-series model and the text-aware model
 ENSEMBLE_MEMBERS = ("foundation", "textnet")
-NO_TEXT_ENSEMBLE = "avgens_notext"  # diagnostic: foundation + ETS, no text anywhere
+ENSEMBLES = {ENSEMBLE: ENSEMBLE_MEMBERS, "avgens_notext": ("foundation", "textnet_notext"),
+             "avgens_shuffled": ("foundation", "textnet_shuffled"),
+             "avgens_foundation_ets": ("foundation", "ets")}  # the last: no text anywhere (diagnostic)
 RANKED = ("snaive", "ets", "arima", "foundation", "textnet", "textrev", ENSEMBLE)
 STRONG_SINGLE = ("ets", "arima", "foundation", "textnet", "textrev")
 UNIT = "MASE (SeasonalNaive = 1)"
 
 
 def neural_forecasts(models: dict, vec, windows: list, history: int) -> pd.DataFrame:
-    b = neural.Batch([w.history for w in windows], [w.freq for w in windows], [w.text for w in windows], vec, history)
+    """Forecasts of the neural models; the text-aware ones also with the text removed and shuffled
+    (windows in series order, each given the text of the window half the list away)."""
+    texts = [w.text for w in windows]
     rows = []
     with torch.no_grad():
-        for name in NEURAL:
-            for w, f in zip(windows, b.to_values(models[name](b))):
-                rows += [{"series": w.series, "window": w.window, "method": name, "step": k, "yhat": float(f[k])}
-                         for k in range(f.size)]
+        for suffix, arm in TEXT_ARMS.items():
+            b = neural.Batch([w.history for w in windows], [w.freq for w in windows], arm(texts), vec, history)
+            for name in NEURAL if not suffix else TEXT_MODELS:
+                for w, f in zip(windows, b.to_values(models[name](b))):
+                    rows += [{"series": w.series, "window": w.window, "method": name + suffix, "step": k,
+                              "yhat": float(f[k])} for k in range(f.size)]
     return pd.DataFrame(rows)
 
 
 def with_ensembles(fc: pd.DataFrame) -> pd.DataFrame:
+    """Adds every ensemble of ENSEMBLES whose members are forecast (the mean of the members)."""
     wide = fc.pivot_table(index=["series", "window", "step"], columns="method", values="yhat")
-    extra = {ENSEMBLE: wide[list(ENSEMBLE_MEMBERS)].mean(axis=1),
-             NO_TEXT_ENSEMBLE: wide[["foundation", "ets"]].mean(axis=1)}
-    add = [s.rename("yhat").reset_index().assign(method=m) for m, s in extra.items()]
+    add = [wide[list(members)].mean(axis=1).rename("yhat").reset_index().assign(method=m)
+           for m, members in ENSEMBLES.items() if set(members) <= set(wide.columns)]
     return pd.concat([fc, *add], ignore_index=True)
 
 
@@ -61,10 +76,11 @@ def window_errors(fc: pd.DataFrame, windows: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def leak_count(tables) -> int:
-    _, _, windows, context = tables
-    start = windows.set_index(["series", "window"])["window_start"]
-    return int(leaking(context, start.loc[list(zip(context["series"], context["window"]))].reset_index(drop=True)).sum())
+def leak_counts(tables, context: pd.DataFrame | None = None) -> pd.Series:
+    """Items breaking each leak rule, and ``any``, for the benchmark's own context or ``context``."""
+    _, docs, windows, own = tables
+    flags = benchmark.context_audit(docs, windows, own if context is None else context)
+    return pd.concat([flags.sum(), pd.Series({"any": int(flags.any(axis=1).sum())})]).astype(int)
 
 
 def run(job) -> None:
@@ -72,6 +88,7 @@ def run(job) -> None:
     inp = dict(job.input.items())
     seeds = list(s["seeds"])
     tables = {b: benchmark.load({k: inp[f"{b}_{k}"] for k in benchmark.TABLES}) for b in BENCHMARKS}
+    unbounded = pd.read_parquet(inp[UNBOUNDED])
     windows = {b: benchmark.windows_of(tables[b]) for b in BENCHMARKS}
     stat = {b: pd.read_parquet(inp[f"statistical_{b}"]) for b in BENCHMARKS}
     mf = MetricsFile("timesx", s["scale"], replicate="seed", replicates=seeds)
@@ -83,7 +100,8 @@ def run(job) -> None:
         units[name] = (unit, direction, text)
 
     scores_out, forecasts_out = [], []
-    n_leaks = leak_count(tables["real"])
+    leaks = leak_counts(tables["real"])
+    leaks_unbounded = leak_counts(tables["real"], unbounded)
     for seed in seeds:
         models, vec = load_models(inp[f"models_seed{seed}"], s)
         gm = {}
@@ -101,22 +119,36 @@ def run(job) -> None:
             scores_out.append(long.assign(seed=seed, benchmark=b))
             if seed == seeds[0]:
                 forecasts_out.append(fc.assign(benchmark=b))
-        put("kendall_tau_rank_synthetic_vs_real",
-            scoring.kendall_tau(gm["synthetic"][list(RANKED)], gm["real"][list(RANKED)]), "tau", "none",
-            "Kendall tau between the method orderings (geometric-mean scaled MASE) on the two benchmarks")
+        for other in ("real", "synthetic_redraw"):
+            put(f"kendall_tau_rank_synthetic_vs_{other.removeprefix('synthetic_')}",
+                scoring.kendall_tau(gm["synthetic"][list(RANKED)], gm[other][list(RANKED)]), "tau", "none",
+                f"Kendall tau between the method orderings (geometric-mean scaled MASE) on the synthetic-style "
+                f"benchmark and the {other.replace('_', ' ')} benchmark")
         best = min(STRONG_SINGLE, key=lambda m: gm["real"][m])
-        put("mase_best_single_minus_text_ensemble", gm["real"][best] - gm["real"][ENSEMBLE], UNIT, "higher",
-            "best strong single baseline (ETS, ARIMA, foundation, textnet, TextRev) minus the text-aware average ensemble, real")
+        for ens, what in ((ENSEMBLE, "the text-aware average ensemble"),
+                          ("avgens_notext", "the same ensemble with the text removed (control)"),
+                          ("avgens_shuffled", "the same ensemble given another window's text (control)")):
+            put(f"mase_best_single_minus_text_ensemble{ens.removeprefix(ENSEMBLE)}", gm["real"][best] - gm["real"][ens],
+                UNIT, "higher", f"best strong single baseline (ETS, ARIMA, foundation, textnet, TextRev) minus {what}, real")
         put("real.best_single_index", STRONG_SINGLE.index(best), "index", "none",
             "which strong baseline was best on the real benchmark: index into " + ", ".join(STRONG_SINGLE))
-        put("context_items_after_forecast_start", n_leaks, "items", "lower",
-            "context items of the real benchmark issued at/after their window start or naming a later year")
+        put("context_items_after_forecast_start", leaks["any"], "items", "lower",
+            "context items of the real benchmark breaking a leak rule (issued at/after the window start, data "
+            "not yet published under the documented lag, unpublished documentation not reduced, a later year)")
+        for rule in LEAK_RULES:
+            put(f"real.context_leaks.{rule}", leaks[rule], "items", "lower", "items of the real benchmark breaking this rule")
+            put(f"unbounded.context_leaks.{rule}", leaks_unbounded[rule], "items", "none",
+                "the same rule on the context built without release dates (zero lag, documentation at the series start)")
+        put("unbounded.context_items_after_forecast_start", leaks_unbounded["any"], "items", "none",
+            "context items breaking a leak rule when the pipeline ignores release dates: what the audit catches")
         ctx = tables["real"][3]
         for kind in KINDS:
             put(f"real.context_items.{kind}", int((ctx["kind"] == kind).sum()), "items", "none", "context items generated")
         put("real.n_series", tables["real"][1].shape[0], "series", "none", "series in the real benchmark")
         put("real.n_windows", tables["real"][2].shape[0], "windows", "none", "forecast windows in the real benchmark")
         put("synthetic.n_windows", tables["synthetic"][2].shape[0], "windows", "none", "windows of the synthetic-style benchmark")
+        put("real.context_items.metadata_reduced", int(ctx["reduced"].sum()), "items", "none",
+            "metadata items reduced to what was knowable at the origin (documentation published later)")
     for name, v in values.items():
         unit, direction, text = units[name]
         mf.add(name, v, unit=unit, direction=direction, description=text)

@@ -1,5 +1,5 @@
-"""Stage ``timesx.figures``: the method ranking on both benchmarks, the rank transfer, and one
-real window with its forecasts."""
+"""Stage ``timesx.figures``: the method ranking on the benchmarks (with the trivial reference and the
+text controls), the rank transfer, and one real window with its forecasts."""
 
 from __future__ import annotations
 
@@ -10,31 +10,34 @@ from icmlrepro.core.figures import new_figure, save
 from icmlrepro.core.io import read_parquet
 
 from .evaluate import RANKED
+
+SHOWN = RANKED + ("naive", "textnet_notext", "avgens_notext", "avgens_shuffled")  # + reference and controls
 from .scoring import average_rank, geometric_mean
 
 
-def _per_seed(scores: pd.DataFrame, bench: str, fn) -> pd.DataFrame:
+def _per_seed(scores: pd.DataFrame, bench: str, fn, methods=RANKED) -> pd.DataFrame:
     """One row per seed, one column per method, of ``fn`` applied to the series x method table."""
     out = {}
     for seed, g in scores[scores["benchmark"] == bench].groupby("seed"):
-        table = g.pivot_table(index="series", columns="method", values="scaled_mase")[list(RANKED)]
+        table = g.pivot_table(index="series", columns="method", values="scaled_mase")[list(methods)]
         out[seed] = fn(table)
     return pd.DataFrame(out).T
 
 
 def run(job) -> None:
     scores = read_parquet(job.input.scores)
-    gms = {b: _per_seed(scores, b, lambda t: t.apply(geometric_mean)) for b in ("synthetic", "real")}
+    benches = (("synthetic", "tab:orange"), ("synthetic_redraw", "tab:olive"), ("real", "tab:blue"))
+    gms = {b: _per_seed(scores, b, lambda t: t.apply(geometric_mean), SHOWN) for b, _ in benches}
     ranks = {b: _per_seed(scores, b, average_rank) for b in ("synthetic", "real")}
 
-    fig, (ax,) = new_figure(width=7.0)
-    x = np.arange(len(RANKED))
-    for i, (b, color) in enumerate((("synthetic", "tab:orange"), ("real", "tab:blue"))):
+    fig, (ax,) = new_figure(width=8.0)
+    x = np.arange(len(SHOWN))
+    for i, (b, color) in enumerate(benches):
         g = gms[b]
-        ax.bar(x + (i - 0.5) * 0.38, g.mean(), 0.38, color=color, label=f"{b} benchmark",
+        ax.bar(x + (i - 1) * 0.27, g.mean(), 0.27, color=color, label=f"{b.replace('_', ' ')} benchmark",
                yerr=[g.mean() - g.min(), g.max() - g.mean()], capsize=2)
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
-    ax.set_xticks(x, RANKED, rotation=30)
+    ax.set_xticks(x, SHOWN, rotation=35, ha="right")
     ax.set_ylabel("MASE, SeasonalNaive = 1 (geo. mean)")
     ax.legend(fontsize=8)
     save(fig, job.output.mase)

@@ -29,6 +29,43 @@ DATASETS = {
     "nile": ("hydrology", "Y"),
 }
 DATE_COLUMNS = {"year", "quarter", "YEAR"}
+
+
+# dataset -> (documentation date, what dates it, release lag in days, what documents the lag).
+# The documentation date is when the text the metadata quotes existed: the access date or publication
+# the dataset's SOURCE cites; where the source gives no date, the first release that can hold the last
+# value (series end + release lag). Every one is at or after the series end, so the full text is
+# unknowable inside any window. The release lag is the delay between the end of a period and the
+# first publication of its value: covariates and event notes use only values published before the
+# window starts. The values themselves are later vintages (revised, re-based), the same for all methods.
+RELEASES = {
+    "macrodata": ("2009-12-15", "FRED and BLS accessed December 15, 2009 (statsmodels SOURCE)", 30,
+                  "BEA's advance GDP estimate about 30 days after the quarter; CPI, M1 and unemployment earlier"),
+    "danish_data": ("1990-05-01", "Johansen and Juselius (1990), Oxford Bulletin of Economics and Statistics 52(2)", 90,
+                    "Danish quarterly national accounts about one quarter after the quarter"),
+    "interest_inflation": ("2004-01-01", "JMulTi data set e6 of Luetkepohl and Kraetzig (eds.), Applied Time Series "
+                                         "Econometrics, 2004", 45,
+                           "German GDP deflator (national accounts) about 45 days after the quarter"),
+    "co2": ("2004-01-01", "Keeling and Whorf (2004), Trends: A Compendium of Data on Global Change", 60,
+            "SIO flask samples are analysed in the laboratory weeks after collection; monthly values about 60 days late"),
+    "elnino": (None, "NOAA CPC Nino 1+2 index (ERSST.V3B) gives no release date", 7,
+               "CPC posts the monthly index in the first week of the following month"),
+    "elec_equip": (None, "Eurostat short-term statistics give no release date here", 60,
+                   "Eurostat's industrial turnover index about 60 days after the month"),
+    "sunspots": (None, "NGDC yearly file gives no release date", 30,
+                 "the yearly mean sunspot number is published in the month after the year"),
+    "nile": ("1978-08-01", "Cobb (1978), Biometrika 65(2)", 365,
+             "annual discharge at Aswan appears in the hydrological yearbook of the following year"),
+}
+
+
+def release_facts(name: str, end: pd.Period) -> dict:
+    """Documentation date (at or after the series end), its source, and the release lag of a dataset."""
+    date, what, lag, lag_note = RELEASES[name]
+    first_release = end.end_time.normalize() + pd.Timedelta(days=lag + 1)
+    published = max(pd.Timestamp(date), first_release) if date else first_release
+    return {"published": published, "published_source": what, "release_lag_days": int(lag),
+            "release_lag_source": lag_note}
 SHORT_NAMES = {"STS.M.I7.W.TOVT.NS0016.4.000": "turnover"}  # Eurostat codes read badly in figures
 
 
@@ -82,7 +119,8 @@ def load_real(max_series: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame
     """(long table of observations, one row of documentation per series).
 
     Observations: series, t (period start), value. Documentation: series, dataset, variable,
-    domain, freq, season, title, description, variable_note, start, end.
+    domain, freq, season, title, description, variable_note, start, end, published (date of the
+    documentation), published_source, release_lag_days, release_lag_source.
     """
     rows, docs = [], []
     for name, (domain, freq) in DATASETS.items():
@@ -99,7 +137,8 @@ def load_real(max_series: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame
                          "season": FREQ_SEASON[freq], "title": " ".join(mod.TITLE.split()),
                          "description": " ".join(mod.DESCRSHORT.split()),
                          "variable_note": " ".join(notes.get(var, notes.get("TEMPERATURE", var)).split()),
-                         "start": idx[0].to_timestamp(), "end": idx[-1].to_timestamp()})
+                         "start": idx[0].to_timestamp(), "end": idx[-1].to_timestamp(),
+                         **release_facts(name, idx[-1])})
     docs_df = pd.DataFrame(docs)
     if max_series is not None:  # keep datasets balanced: pairs of series round-robin over datasets
         # (pairs, so that a small selection still has related variables for the covariate context)

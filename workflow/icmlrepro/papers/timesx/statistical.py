@@ -1,4 +1,5 @@
-"""Statistical forecasters: SeasonalNaive (the MASE reference) and ETS / ARIMA from statsmodels.
+"""Statistical forecasters: SeasonalNaive (the MASE reference), Naive (copy-last, the trivial
+reference), and ETS / ARIMA from statsmodels.
 
 ETS and ARIMA each pick their specification by AIC from a small grid on the window's history;
 that is their whole tuning budget, as the neural forecasters get one fixed configuration.
@@ -16,6 +17,11 @@ def seasonal_naive(history: np.ndarray, horizon: int, season: int) -> np.ndarray
     m = max(int(season), 1)
     last = np.asarray(history, dtype=float)[-m:]
     return np.array([last[k % m] for k in range(horizon)])
+
+
+def naive(history: np.ndarray, horizon: int) -> np.ndarray:
+    """The last observed value, repeated."""
+    return np.full(horizon, float(np.asarray(history, dtype=float)[-1]))
 
 
 def _quiet(fn):
@@ -70,14 +76,15 @@ def arima(history: np.ndarray, horizon: int, season: int, orders: list[list[int]
 
 
 def forecast_table(windows, orders: list[list[int]], history_limit: int) -> "pd.DataFrame":
-    """SeasonalNaive, ETS and ARIMA forecasts of every window, one row per step."""
+    """SeasonalNaive, Naive, ETS and ARIMA forecasts of every window, one row per step."""
     import pandas as pd
 
     rows = []
     for w in windows:
         h = w.future.size
         hist = w.history[-history_limit:]
-        preds = {"snaive": seasonal_naive(w.history, h, w.season), "ets": ets(hist, h, w.season),
+        preds = {"snaive": seasonal_naive(w.history, h, w.season), "naive": naive(w.history, h),
+                 "ets": ets(hist, h, w.season),
                  "arima": arima(hist, h, w.season, orders)}
         for method, f in preds.items():
             rows += [{"series": w.series, "window": w.window, "method": method, "step": k, "yhat": float(f[k])}
@@ -90,10 +97,11 @@ def run(job) -> None:
     from icmlrepro.core.io import write_parquet
 
     from . import benchmark
+    from .workflow_inputs import BENCHMARKS
 
     s = job.params
     inp = dict(job.input.items())
-    for bench in ("real", "synthetic"):
+    for bench in BENCHMARKS:
         tables = benchmark.load({k: inp[f"{bench}_{k}"] for k in benchmark.TABLES})
         table = forecast_table(benchmark.windows_of(tables), s["arima_orders"], s["stat_history"])
         write_parquet(getattr(job.output, bench), table)

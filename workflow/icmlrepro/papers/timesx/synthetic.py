@@ -4,9 +4,16 @@ earlier multimodal benchmarks (small, synthetic, context that announces what wil
 Earlier context-aided benchmarks pair simulated series with a scenario text written knowing the
 future ("a promotion will lift sales by 40% for three weeks"). The synthetic-style benchmark here does
 the same: every series gets a short description and one announcement whose effect is added to the
-future. The pretraining corpus mixes such announced windows with windows whose context comes from
-the same automated pipeline as the real benchmark (calendar, covariates, detected events), so a
-text-aware model learns both kinds of text.
+future. The pretraining corpus mixes announced windows with windows whose context comes from the same
+automated pipeline as the real benchmark (calendar, covariates, detected events), so a text-aware model
+learns both kinds of text.
+
+The benchmark is held out from pretraining, like a published benchmark is from a foundation model's
+corpus: its series come from other dynamics (``heldout_series``: multiplicative seasonality of a
+random shape, a drifting slope, heavy-tailed MA noise, gradual ramps) and its announcements from other
+templates and event words (``heldout_announcement``) than the pretraining corpus (``synth_series``,
+``announcement``). Otherwise a model pretrained on the benchmark's own generator would rank high on
+it by construction, and the rank comparison with the real benchmark would be partly built in.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ import numpy as np
 import pandas as pd
 
 from .context import period_label, window_context
-from .sources import FREQ_SEASON, FREQ_WORD
+from .sources import FREQ_SEASON, FREQ_WORD, RELEASES
 from .windows import HORIZON
 
 FREQS = ("Y", "Q", "M")
 EVENTS = ("promotion", "maintenance shutdown", "policy change", "supply disruption", "festival", "strike")
 PCTS = (10, 20, 30, 40, 60)
+RELEASE_LAGS = sorted({lag for _, _, lag, _ in RELEASES.values()})
 
 
 def synth_series(rng: np.random.Generator, freq: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -61,13 +69,58 @@ def announcement(rng: np.random.Generator, freq: str, horizon: int, origin_label
     return text, effect
 
 
+HELDOUT_EVENTS = ("store renovation", "marketing campaign", "price increase", "competitor opening",
+                  "holiday season", "product recall")
+HELDOUT_TEMPLATES = (
+    "Planner's note ({origin}): {event} expected from {start} {word} on; volumes {sign}{pct}% during {length} {word}.",
+    "Heads-up for {origin}: the {event} means demand {updown} roughly {pct}% starting in {start} {word}, lasting {length} {word}.",
+)
+
+
+def heldout_series(rng: np.random.Generator, freq: str, n: int) -> np.ndarray:
+    """A positive series from dynamics the pretraining corpus never uses: a local linear trend whose slope
+    drifts, multiplicative seasonality of a random (non-sinusoidal) profile, MA(1) noise with Student-t(3)
+    innovations, and gradual ramps instead of level steps."""
+    m = FREQ_SEASON[freq]
+    slope = rng.normal(0, 0.05) + np.cumsum(rng.normal(0, 0.02, n))
+    level = rng.uniform(20, 80) + np.cumsum(slope)
+    ramps = np.zeros(n)
+    for start in np.flatnonzero(rng.random(n) < 0.03):
+        width = int(rng.integers(3, 9))
+        ramps[start:] += rng.normal(0, 5) * np.clip((np.arange(n - start) + 1) / width, 0, 1)
+    profile = np.ones(n)
+    if m > 1:
+        shape = rng.dirichlet(np.full(m, 2.0)) * m - 1  # mean 0 over a season, random shape
+        profile = 1 + rng.uniform(0.05, 0.3) * shape[np.arange(n) % m]
+    e = rng.standard_t(3, n + 1) * rng.uniform(0.5, 1.5)
+    noise = e[1:] + rng.uniform(-0.6, 0.6) * e[:-1]
+    return np.maximum(np.maximum(level + ramps, 5.0) * profile + noise, 0.5)
+
+
+def heldout_announcement(rng: np.random.Generator, freq: str, horizon: int, origin_label: str,
+                         level: float) -> tuple[str, np.ndarray]:
+    """A scenario text of the benchmark's own phrasing (templates and event words unused in pretraining)
+    and its effect: a step of ``pct`` percent of the last level, as the text says."""
+    start = int(rng.integers(1, max(2, horizon - 1)))
+    length = int(rng.integers(1, max(2, horizon - start + 1)))
+    pct = int(rng.integers(10, 61))
+    up = bool(rng.random() < 0.5)
+    effect = np.zeros(horizon)
+    effect[start - 1:start - 1 + length] = (1 if up else -1) * pct / 100 * level
+    template = HELDOUT_TEMPLATES[int(rng.integers(len(HELDOUT_TEMPLATES)))]
+    text = template.format(origin=origin_label, event=rng.choice(HELDOUT_EVENTS), start=start, length=length,
+                           word=FREQ_WORD[freq], pct=pct, sign="+" if up else "-", updown="up" if up else "down")
+    return text, effect
+
+
 def _start(rng: np.random.Generator, freq: str) -> pd.Period:
     return pd.Period(str(int(rng.integers(1950, 2000))), "Y").asfreq(freq, "start")
 
 
-def _doc(freq: str, synthetic_note: str) -> dict:
+def _doc(freq: str, synthetic_note: str, published=None, release_lag_days: int = 0) -> dict:
     return {"title": "Synthetic series", "description": synthetic_note, "variable": "value",
-            "variable_note": "simulated level", "domain": "synthetic", "freq": freq, "season": FREQ_SEASON[freq]}
+            "variable_note": "simulated level", "domain": "synthetic", "freq": freq, "season": FREQ_SEASON[freq],
+            "published": published, "release_lag_days": release_lag_days}
 
 
 def pretraining_corpus(rng: np.random.Generator, n_samples: int, history: int, p_announce: float,
@@ -82,7 +135,9 @@ def pretraining_corpus(rng: np.random.Generator, n_samples: int, history: int, p
         n_hist = int(rng.integers(history // 2, 2 * history))
         values, companion = synth_series(rng, freq, n_hist + h)
         t = pd.period_range(_start(rng, freq), periods=n_hist + h, freq=freq).to_timestamp()
-        doc = _doc(freq, "Simulated process with trend, seasonality and level shifts")
+        # documented from the start, with one of the real datasets' release lags (same context as there)
+        doc = _doc(freq, "Simulated process with trend, seasonality and level shifts", t[0],
+                   int(rng.choice(RELEASE_LAGS)))
         items = window_context(doc, values, t, n_hist, h, {"companion": (companion, "a related indicator")},
                                context_settings)
         # context dropout: each non-metadata item is kept with probability 1/2, so the text-aware
@@ -101,15 +156,17 @@ def pretraining_corpus(rng: np.random.Generator, n_samples: int, history: int, p
 
 def synthetic_benchmark(rng: np.random.Generator, n_series: int, history: int) -> tuple[pd.DataFrame, ...]:
     """(observations, docs, windows, context) of the synthetic-style benchmark: one window per series,
-    a short description and an announcement (context written knowing the future, as in earlier benchmarks)."""
+    a short description and an announcement (context written knowing the future, as in earlier
+    benchmarks), from the held-out dynamics and phrasing."""
     obs, docs, windows, context = [], [], [], []
     for i in range(n_series):
         freq = FREQS[i % len(FREQS)]
         h = HORIZON[freq]
-        values, _ = synth_series(rng, freq, history + h)
+        values = heldout_series(rng, freq, history + h)
         t = pd.period_range(_start(rng, freq), periods=history + h, freq=freq).to_timestamp()
-        text, effect = announcement(rng, freq, h, period_label(t[history - 1], freq), values[:history].mean())
-        values[history:] += effect
+        text, effect = heldout_announcement(rng, freq, h, period_label(t[history - 1], freq),
+                                            values[history - FREQ_SEASON[freq]:history].mean())
+        values[history:] = np.maximum(values[history:] + effect, 0.5)
         sid = f"synthetic.{i:03d}"
         obs.append(pd.DataFrame({"series": sid, "t": t, "value": values}))
         docs.append({"series": sid, **_doc(freq, "A simulated retail-style series"), "dataset": "synthetic"})
