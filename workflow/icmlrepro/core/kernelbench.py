@@ -212,3 +212,23 @@ def standalone(bench: Callable[[str], dict], default_out: str, description: str)
     figure(result, out / "kernels.png")
     print(json.dumps(result, indent=1))
     return 0
+
+
+def stage(job, bench: Callable[[str], dict]) -> None:
+    """A kernel rule's stage: ``bench`` on the job's device (``torch_device()``), JSON and figure out."""
+    from .device import torch_device
+    from .io import write_json
+
+    result = bench(torch_device())
+    write_json(job.output.kernels, result)
+    figure(result, job.output.figure)
+
+
+def print_result(bench: Callable[[str], dict]) -> None:
+    """``python -m icmlrepro.papers.<paper>.kernel_bench``: the result as one JSON line (the tests run the
+    CPU branch this way, with TRITON_INTERPRET=1 in a fresh process)."""
+    import json
+
+    from .device import torch_device
+
+    print(json.dumps(bench(torch_device())))

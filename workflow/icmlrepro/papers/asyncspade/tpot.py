@@ -2,17 +2,19 @@
 
 One process, one model, one prefilled KV cache per (context length, batch); each repetition runs
 every method in a rotated order on the same cache (cropped back to the prompt between runs), so
-that drift of the machine hits all methods alike. TPOT = median step time after a warm-up. Methods: full attention, Quest, oracle token top-k (synchronous token
-selection), AsyncSpade (asynchronous worker) and ``ideal`` (the same sparse forward with the
-indices given for free: the theoretical optimum AsyncSpade claims to reach).
+that drift of the machine hits all methods alike. TPOT = median step time after a warm-up. Methods:
+full attention, Quest, oracle token top-k (synchronous token selection), AsyncSpade (asynchronous
+worker) and ``ideal`` (the same sparse forward with the indices given for free: the theoretical
+optimum AsyncSpade claims to reach).
 
 Timing depends on the model's geometry (layers, heads, head size, context, batch), not on its
 weights, so the model here is a randomly initialised Qwen3 of the ``tpot.size`` block, built in
 place on the job's device (bf16 on CUDA): at paper scale Qwen3-8B's geometry, at miniature scale one
 whose attention reads dominate a decode step the way they do for an 8B model at long context.
 Workloads whose weights and KV cache do not fit ``tpot.memory_gb`` are skipped (``memory.py``).
-Step, wait and predictor times are device times (CUDA events on GPU, ``core.timer``). The main loop and the selection worker get
-``threads`` CPU threads each (on CPU the worker's core is the disaggregated selection device).
+Step, wait and predictor times are device times (CUDA events on GPU, ``core.timer``). The main loop
+and the selection worker get ``threads`` CPU threads each (on CPU the worker's core is the
+disaggregated selection device).
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from icmlrepro.core.device import torch_device
-from icmlrepro.core.io import write_json
-from icmlrepro.core.kernelbench import Case, figure, prepare_interpreter, run_cases
+from icmlrepro.core.kernelbench import Case, prepare_interpreter, print_result, run_cases, stage
 
 CHECK_SHAPES = [(3, 4, 7), (2, 1, 50), (5, 6, 1500), (4, 3, 2)]  # batch, drafted tokens, vocabulary
 TIMING_SHAPES = [(b, g, 151936) for b in (1, 8, 64) for g in (4, 8)]
@@ -61,12 +59,8 @@ def bench(device: str, timing_shapes=TIMING_SHAPES) -> dict:
 
 
 def run(job) -> None:
-    result = bench(torch_device())
-    write_json(job.output.kernels, result)
-    figure(result, job.output.figure)
+    stage(job, bench)
 
 
 if __name__ == "__main__":  # the tests' CPU branch: TRITON_INTERPRET=1 python -m ...kernel_bench
-    import json
-
-    print(json.dumps(bench(torch_device())))
+    print_result(bench)
