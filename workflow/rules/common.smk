@@ -35,15 +35,15 @@ os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), _path])
 
 SCALE = config["scale"]
 GPU = gpu_resources(config["gpu"])  # resources of every GPU-tagged rule
+# Kernel rules on a job without a GPU run Triton under its interpreter, which must be on before triton is
+# imported (a GPU-tagged job that finds no CUDA switches it on in-process: core.kernelbench).
+TRITON_CPU_ENV = "TRITON_INTERPRET=1 " if GPU["gpu"] == 0 else ""
 PAPERS = list(config["papers"])
 ENV = "../../envs/pipeline.yaml"
 
 
 wildcard_constraints:
     scale="smoke|default|paper",
-# Kernel rules on a job without a GPU run Triton under its interpreter, which must be on before triton is
-# imported (a GPU-tagged job that finds no CUDA switches it on in-process: core.kernelbench).
-TRITON_CPU_ENV = "TRITON_INTERPRET=1 " if GPU["gpu"] == 0 else ""
     seed=r"\d+",
 
 
