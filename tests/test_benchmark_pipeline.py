@@ -93,3 +93,19 @@ def test_rerun_replaces_earlier_entry(tmp_path, bench):
     a = bench.analyse(run)
     assert a["jobs"] == 1
     assert a["critical_path"][0]["started_at_s"] == 0  # relative to the first start of what is kept
+
+
+def test_snakemake_timeouts_scale_with_the_papers_run(tmp_path):
+    """The suite's Snakemake calls get time per paper they run, so 19 papers fit, yet inside CI's 90 min."""
+    from tests.conftest import papers_run, snakemake_timeout
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("papers: [a, b, c]\n")
+    assert papers_run(tmp_path, ("--cores", "2")) == 3
+    assert papers_run(tmp_path, ("--config", "scale=smoke", "papers=[lec]")) == 1
+    assert papers_run(tmp_path, ("--config", "papers=[lec,timesx]")) == 2
+    one, three = snakemake_timeout(tmp_path, ("papers=[lec]",)), snakemake_timeout(tmp_path, ())
+    assert three > one
+    (tmp_path / "config" / "config.yaml").write_text("papers: [" + ", ".join(f"p{i}" for i in range(19)) + "]\n")
+    nineteen = snakemake_timeout(tmp_path, ())
+    assert 4 * 10 * 60 < nineteen < 90 * 60  # 4x the 10-min smoke target (loaded CI), below CI's limit

@@ -207,6 +207,7 @@ def analyse(run: Path, cores: int | None = None, wall: float | None = None) -> d
         per_rule.setdefault(j.rule, []).append(j.startup_wall)
     return {
         "run": str(run), "cores": cores, "jobs": len(real), "wall_s": wall,
+        "returncode": record.get("returncode"), "load_1min_before_after": record.get("load_1min_before_after"),
         "critical_path_s": cp_len,
         "critical_path": [{"job": real[k].name, "wall_s": real[k].wall,
                            "started_at_s": (real[k].start - t0) if real[k].start else None} for k in cp],
@@ -227,7 +228,10 @@ def analyse(run: Path, cores: int | None = None, wall: float | None = None) -> d
 def format_report(a: dict) -> str:
     out = [f"run directory          {a['run']}",
            f"jobs                   {a['jobs']} on {a['cores']} cores",
-           f"whole-DAG wall         {a['wall_s']:8.1f} s",
+           f"whole-DAG wall         {a['wall_s']:8.1f} s"
+           + (f"  (run by this script: exit {a['returncode']}, 1-min load before/after "
+              f"{a['load_1min_before_after'][0]:.1f}/{a['load_1min_before_after'][1]:.1f})"
+              if a.get("load_1min_before_after") else ""),
            f"critical path          {a['critical_path_s']:8.1f} s  (lower bound max(path, CPU/cores) "
            f"{a['lower_bound_s']:.1f} s)",
            f"sum of job wall        {a['sum_job_wall_s']:8.1f} s",
@@ -251,11 +255,13 @@ def format_report(a: dict) -> str:
 
 # ---------------------------------------------------------------- running
 
-def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> float:
+def timed(cmd: list[str], cwd: Path) -> float:
+    """Wall seconds of a command; NaN (with its error on stderr) when it fails."""
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+        print(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}", file=sys.stderr)
+        return float("nan")
     return time.perf_counter() - t0
 
 
@@ -266,10 +272,17 @@ def scratch() -> Path:
 def whole_dag(scale: str, cores: int, nice: int) -> Path:
     """Run every configured paper at ``scale`` in a scratch copy; record the measured wall time there."""
     work = scratch()
+    print(f"running the whole {scale} DAG in {work}", flush=True)
     cmd = ["nice", "-n", str(nice), SNAKEMAKE, "--cores", str(cores), "--config", f"scale={scale}"]
-    wall = timed(cmd, work)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
     (work / RUN_RECORD).write_text(json.dumps({"command": cmd, "cores": cores, "scale": scale, "wall_s": wall,
-                                               "load_before_after": os.getloadavg()}, indent=1))
+                                               "returncode": proc.returncode,
+                                               "load_1min_before_after": [load, os.getloadavg()[0]]}, indent=1))
+    if proc.returncode != 0:  # analyse what finished all the same; the run directory is kept
+        print(f"the {scale} run failed ({proc.returncode}); kept in {work}\n{proc.stderr[-3000:]}", flush=True)
     return work
 
 
@@ -341,7 +354,7 @@ def main() -> None:
         analyses.append(a)
         rows.append((f"whole DAG, {len(papers)} papers, {scale}, {args.cores} cores", a["wall_s"]))
         print(f"== {scale}\n{format_report(a)}\n", flush=True)
-        if not args.keep:
+        if not args.keep and json.loads((run / RUN_RECORD).read_text())["returncode"] == 0:
             shutil.rmtree(run)
     if args.per_paper:
         for paper in papers:

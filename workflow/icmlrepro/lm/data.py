@@ -9,7 +9,6 @@ from icmlrepro.core.io import atomic_dir, write_parquet
 from icmlrepro.core.seeding import derive_seed
 
 from .tasks import FAMILIES, Task, generate
-from .tokenizer import train_tokenizer
 
 
 def task_table(n: int, steps, seed: int, split: str, families=FAMILIES) -> pd.DataFrame:
@@ -30,6 +29,9 @@ def run(job) -> None:
     evals = task_table(p["n_eval"], p["eval_steps_range"], p["seeds"][0], "eval", p["families"])
     write_parquet(job.output.train, train)
     write_parquet(job.output.eval, evals)
+    from .tokenizer import train_tokenizer  # here: it imports transformers, which the task tables
+    # (read by papers' data stages through this module) do not need
+
     tok = train_tokenizer(t.text for t in tasks_from_table(pd.concat([train, evals])))
     with atomic_dir(job.output.tokenizer) as tmp:
         tok.save_pretrained(tmp)
