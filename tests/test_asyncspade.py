@@ -219,7 +219,8 @@ def test_asynchronous_equals_synchronous_selection(lm):
 @pytest.mark.parametrize("method", ["asyncspade", "quest"])
 def test_a_new_generation_starts_from_clean_state(lm, method):
     """Batch B decoded after batch A of the same shape selects exactly as batch B decoded alone: no
-    query history, pending selection or page table of A survives (they did before the reset)."""
+    query history, pending selection or page table of A survives (AsyncSpade's history did before the
+    reset: with the reset disabled this test fails; Quest's page table also detects a shorter cache)."""
     model, tok, prompts = lm
     half = len(prompts) // 2
     batch_a, batch_b = prompts[:half], prompts[half: 2 * half]
@@ -230,8 +231,8 @@ def test_a_new_generation_starts_from_clean_state(lm, method):
         after = _decode(model, tok, batch_b, method, 8, sa=sa)
     assert len(after) == len(alone)
     for (l1, n1, i1), (l2, n2, i2) in zip(after, alone):
-        assert (l1, n1) == (l2, n2)
-        assert (i1 is None and i2 is None) or torch.equal(i1.sort(-1).values, i2.sort(-1).values)
+        assert (l1, n1) == (l2, n2) and (i1 is None) == (i2 is None), (l1, n1)
+        assert i1 is None or torch.equal(i1.sort(-1).values, i2.sort(-1).values), (l1, n1)
 
 
 def test_predicted_query_recalls_more_than_the_previous_query():
