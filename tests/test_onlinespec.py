@@ -1,6 +1,7 @@
 """OnlineSPEC: exact verification (kernel and reference, statistically and greedily), speculative
 decoding equal to the target, teacher-forced acceptance equal to real decoding, the online arms'
-defining properties, and the smoke chain."""
+defining properties (hand-computed optimistic OGD and Hedge), tuning-grid edges, the within-chunk
+regret-acceleration statistic, and the smoke chain."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from icmlrepro.lm.model import build_model
 from icmlrepro.lm.tokenizer import train_tokenizer
 from icmlrepro.lm.train import train
 from icmlrepro.papers.onlinespec.feedback import collect, draft_logits, evaluate_draft, greedy_rounds, soft_ce
-from icmlrepro.papers.onlinespec.learners import Arm, chunk_loss
+from icmlrepro.papers.onlinespec import learners as L
+from icmlrepro.papers.onlinespec.evaluate import per_seed, permuted_null, within_chunk_spearman
+from icmlrepro.papers.onlinespec.learners import Arm, OptimisticSGD, chunk_loss, hedge_weights, learning_rate
+from icmlrepro.papers.onlinespec.online import grid_optimum
 from icmlrepro.papers.onlinespec.speculative import speculative_generate, target_generate
 from icmlrepro.papers.onlinespec.verify import verify_greedy, verify_reference
 
@@ -117,7 +121,7 @@ def feedback(models):
 
 
 def _arm(name, draft, tok, steps=4):
-    return Arm(name, draft, 0.05, [0.01, 0.05, 0.2], 0.9, 1.2, steps, 4, 0, tok.pad_token_id)
+    return Arm(name, draft, 0.05, [0.2, 1.0, 4.0], 0.9, 1.2, steps, 4, 0, tok.pad_token_id)
 
 
 def _flat(model):
@@ -129,7 +133,7 @@ def test_offline_never_changes_and_learning_arms_lower_their_loss(models, feedba
     off = _arm("offline", draft, tok)
     off.update(feedback)
     assert torch.equal(_flat(off.draft), _flat(draft))
-    for name in ("ogd", "osd", "optimistic", "ensemble"):
+    for name in ("ogd", "osd", "optimistic", "ensemble", "optimistic_ogd", "hedge"):
         arm = _arm(name, draft, tok, steps=30)
         before = evaluate_draft(arm.draft, feedback, 3, tok.pad_token_id)["loss"]
         arm.update(feedback)
@@ -161,7 +165,6 @@ def test_ensemble_is_the_softmax_weighted_average_of_its_bases(models, feedback,
     _, draft, tok, _ = models
     arm = _arm("ensemble", draft, tok, steps=3)
     trained = []
-    import icmlrepro.papers.onlinespec.learners as L
     real = L.sgd_steps
 
     def spy(model, *a, **k):
@@ -178,15 +181,118 @@ def test_ensemble_is_the_softmax_weighted_average_of_its_bases(models, feedback,
     assert torch.allclose(_flat(arm.draft), mix.float(), atol=1e-6)
 
 
+def test_effective_step_sets_the_learning_rate_of_every_arm():
+    assert learning_rate("optimistic", 1.0, 0.9) == pytest.approx(0.1)
+    for arm in ("ogd", "osd", "optimistic_ogd", "ensemble", "hedge"):
+        assert learning_rate(arm, 1.0, 0.9) == 1.0
+    assert _arm("ensemble", torch.nn.Linear(1, 1), _Tok()).lrs == pytest.approx([0.01, 0.05, 0.2])
+
+
+class _Tok:
+    pad_token_id = 0
+
+
+def test_optimistic_ogd_applies_the_last_gradient_as_hint_and_removes_it_next_step():
+    """f(w) = w^2 / 2 from w = 1, lr 0.1. Step 1: g = 1, w^ = 0.9, w = w^ - 0.1 g = 0.8. Step 2: g = 0.8,
+    w^ = 0.9 - 0.08 = 0.82, w = 0.82 - 0.08 = 0.74. Plain SGD gives 0.9, 0.81; a hint that is never
+    removed (w <- w - 2 lr g) gives 0.8, 0.64."""
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    opt = OptimisticSGD([w], lr=0.1)
+    played = []
+    for _ in range(2):
+        opt.zero_grad()
+        (0.5 * w ** 2).sum().backward()
+        opt.step()
+        played.append(float(w.detach()))
+    assert played == pytest.approx([0.8, 0.74])
+    assert float(opt.state[w]["anchor"]) == pytest.approx(0.82)
+    assert float(opt.state[w]["hint"]) == pytest.approx(0.8)
+
+
+def test_hedge_weights_on_a_hand_computed_loss_sequence(models, feedback, monkeypatch):
+    """Three experts with next-chunk losses (1, 2, 3) then (2, 1, 3.5): cumulative (3, 3, 6.5), T = 1.2:
+    weights exp(-3/1.2), exp(-3/1.2), exp(-6.5/1.2) normalised = (0.4868, 0.4868, 0.0263). Each loss
+    is taken before the expert trains on the chunk."""
+    _, draft, tok, _ = models
+    arm = _arm("hedge", draft, tok, steps=3)
+    script = iter([1.0, 2.0, 3.0, 2.0, 1.0, 3.5])
+    seen = []
+
+    def scripted(model, fb, pad_id):
+        seen.append(_flat(model).clone())
+        return next(script)
+
+    monkeypatch.setattr(L, "online_loss", scripted)
+    start = [_flat(e).clone() for e in arm.experts]
+    arm.update(feedback)
+    assert all(torch.equal(a, b) for a, b in zip(seen, start))  # scored before training on the chunk
+    after_first = [_flat(e).clone() for e in arm.experts]
+    assert all(not torch.equal(a, b) for a, b in zip(after_first, start))
+    assert np.allclose(arm.weights, [0.61596, 0.26770, 0.11634], atol=1e-4)  # softmax(-(1, 2, 3) / 1.2)
+    arm.update(feedback)
+    assert np.allclose(arm.cumulative, [3.0, 3.0, 6.5])
+    assert np.allclose(arm.weights, [0.48683, 0.48683, 0.02634], atol=1e-4)
+    assert np.allclose(hedge_weights([3, 3, 6.5], 1.2), arm.weights)
+    mix = sum(w * _flat(e) for w, e in zip(arm.weights, arm.experts))
+    assert torch.allclose(_flat(arm.draft), mix.float(), atol=1e-6)
+
+
+def test_grid_optimum_names_interior_and_edge_optima():
+    grid = [0.01, 0.1, 1.0, 10.0]
+    rows = ([{"arm": "a", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.5, 2.0, 1.8, 1.1])]
+            + [{"arm": "b", "step": s, "acceptance_length": v} for s, v in zip(grid, [2.0, 1.9, 1.5, 1.0])]
+            + [{"arm": "c", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.2, 1.4, 1.6])]
+            + [{"arm": "d", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.7, 1.7, 1.6])])
+    import pandas as pd
+    opt = grid_optimum(pd.DataFrame(rows), grid)
+    assert opt["a"] == {"step": 0.1, "interior": True, "edge": ""}
+    assert opt["b"] == {"step": 0.01, "interior": False, "edge": "smallest"}
+    assert opt["c"] == {"step": 10.0, "interior": False, "edge": "largest"}
+    assert opt["d"]["step"] == 0.1 and opt["d"]["interior"]  # a tie goes to the smaller step
+
+
+def test_within_chunk_correlation_removes_the_chunk_effect():
+    """Planted: easy chunks have low regret and long acceptance for every arm (pooled rho strongly
+    negative), but within each chunk the arm with the higher regret accepts more (rho = +1)."""
+    import pandas as pd
+    chunk = pd.Series(np.repeat(np.arange(6), 3))
+    base = np.repeat(np.arange(6.0), 3)                       # chunk difficulty
+    arm_off = np.tile([0.0, 0.1, 0.2], 6)
+    regret = pd.Series(base + arm_off)
+    accept = pd.Series(10 - 2 * base + arm_off)
+    from scipy.stats import spearmanr
+    assert spearmanr(regret, accept).statistic < -0.8
+    assert within_chunk_spearman(regret, accept, chunk) == pytest.approx(1.0)
+    assert abs(permuted_null(regret, accept, chunk, seed=0, n=100)) < 0.2
+    same = pd.Series(np.r_[np.zeros(3), regret[3:]])           # a chunk where all arms tie drops out
+    assert within_chunk_spearman(same, accept, chunk) == pytest.approx(1.0)
+
+
+def test_family_speedup_is_the_mean_over_families_not_the_max():
+    import pandas as pd
+    rows = []
+    for arm in L.ARMS:
+        for fam, chunk in (("add", 0), ("dyck", 1)):
+            rounds = 10 if arm == "offline" else (5 if (arm, fam) == ("ensemble", "add") else 10)
+            rows.append({"seed": 0, "chunk": chunk, "family": fam, "arm": arm, "tokens": 20, "rounds": rounds,
+                         "accept_rate": 0.5, "loss": 1.0 + 0.1 * L.ARMS.index(arm) + chunk,
+                         "comparator_loss": 0.5, "acceptance_length": 20 / rounds,
+                         "target_seconds": 1.0, "spec_seconds": 1.0})
+    out = per_seed(pd.DataFrame(rows), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0}, 4)
+    assert out["rel_speedup_vs_offline.add"] == pytest.approx(1.0)   # ensemble: 4 vs 2 tokens/round
+    assert out["rel_speedup_vs_offline.dyck"] == pytest.approx(0.0)
+    assert out["mean_rel_speedup_onlinespec_vs_offline"] == pytest.approx(0.5)
+    assert out["accept_len.best_onlinespec"] == out["accept_len.ensemble"]
+
+
 # --- the smoke chain ------------------------------------------------------------------------------------
 OS = Path("results/smoke/onlinespec")
 
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    check_smoke_paper(smoke_run, "onlinespec", ("acceptance_per_chunk.png", "speedup_per_arm.png"),
-                      lambda name: ("speedup" in name and not name.startswith("max_rel"))
-                      or name.startswith("draft_target"))
+    check_smoke_paper(smoke_run, "onlinespec", ("acceptance_per_chunk.png", "speedup_per_arm.png", "tuning_grid.png"),
+                      lambda name: name.startswith(("speedup.", "cost_model_speedup.", "draft_target")))
 
 
 @pytest.mark.integration

@@ -1,8 +1,13 @@
 # OnlineSPEC: draft models that learn online from verification feedback (resources/claims/onlinespec.yaml).
 # lm_train (target and offline draft) -> onlinespec_stream (seed; prompts + the target's verification
-# feedback) -> onlinespec_tune (tuning stream: learning rate per arm) -> onlinespec_train (seed: every arm
-# through the stream, timed) -> onlinespec_eval -> onlinespec_figures. Decoding rules are GPU-tagged.
-from icmlrepro.papers.onlinespec.workflow_inputs import onlinespec_tables, onlinespec_tuned_rates
+# feedback) -> onlinespec_tune (tuning stream: effective step per arm, interior or at a grid edge) ->
+# onlinespec_train (seed: every arm through the stream, timed) -> onlinespec_eval -> onlinespec_figures.
+# Decoding rules are GPU-tagged.
+from icmlrepro.papers.onlinespec.workflow_inputs import (
+    onlinespec_learning,
+    onlinespec_tables,
+    onlinespec_tuned_steps,
+)
 
 
 rule onlinespec_stream:
@@ -38,12 +43,11 @@ rule onlinespec_tune:
         target="results/{scale}/lm/models/target",
         draft="results/{scale}/lm/models/draft",
     output:
-        lrs="results/{scale}/onlinespec/tune/seed{seed}.json",
+        steps="results/{scale}/onlinespec/tune/seed{seed}.json",
     params:
         stage="onlinespec.tune",
         spec=paths_spec,
-        settings=settings_of("onlinespec", "gamma", "lr_grid", "momentum", "temperature", "steps_per_chunk",
-                             "batch_size", "comparator_steps", "n_timed", "max_new_tokens"),
+        settings=settings_of("onlinespec", *onlinespec_learning),
     log:
         "results/{scale}/onlinespec/logs/onlinespec_tune/seed{seed}.log",
     benchmark:
@@ -64,7 +68,7 @@ rule onlinespec_tune:
 rule onlinespec_train:
     input:
         stream=rules.onlinespec_stream.output.stream,
-        lrs=lambda wildcards: onlinespec_tuned_rates(paper_settings(config, "onlinespec", wildcards.scale)),
+        steps=lambda wildcards: onlinespec_tuned_steps(paper_settings(config, "onlinespec", wildcards.scale)),
         target="results/{scale}/lm/models/target",
         draft="results/{scale}/lm/models/draft",
     output:
@@ -73,8 +77,7 @@ rule onlinespec_train:
     params:
         stage="onlinespec.online",
         spec=paths_spec,
-        settings=settings_of("onlinespec", "gamma", "lr_grid", "momentum", "temperature", "steps_per_chunk",
-                             "batch_size", "comparator_steps", "n_timed", "max_new_tokens"),
+        settings=settings_of("onlinespec", *onlinespec_learning),
     log:
         "results/{scale}/onlinespec/logs/onlinespec_train/seed{seed}.log",
     benchmark:
@@ -121,6 +124,7 @@ rule onlinespec_figures:
     output:
         acceptance=report("results/{scale}/onlinespec/figures/acceptance_per_chunk.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),
         speedup=report("results/{scale}/onlinespec/figures/speedup_per_arm.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),
+        tuning=report("results/{scale}/onlinespec/figures/tuning_grid.png", caption="../../report/captions/onlinespec.rst", category="onlinespec"),
     params:
         stage="onlinespec.figures",
         spec=paths_spec,

@@ -26,14 +26,20 @@ class Feedback:
     target_probs: list[torch.Tensor]  # [len(output), V]: target distribution for each output token
 
 
-def pad_batch(seqs: list[list[int]], pad_id: int):
+def pad_batch(seqs: list[list[int]], pad_id: int, device="cpu"):
     n = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), n), dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = torch.tensor(s)
         mask[i, : len(s)] = 1
-    return ids, mask
+    return ids.to(device), mask.to(device)
+
+
+def model_device(model) -> torch.device:
+    """Where ``model``'s parameters are: inputs are built there (the stage moved the model to
+    ``core.device.torch_device()``)."""
+    return next(model.parameters()).device
 
 
 @torch.no_grad()
@@ -49,25 +55,25 @@ def collect(target, tok, prompts: list[str], max_new_tokens: int, batch_size: in
             tail = [tok.eos_token_id] if len(out) < max_new_tokens else []
             seqs.append(pid + out + tail)
             starts.append(len(pid))
-        x, m = pad_batch(seqs, tok.pad_token_id)
+        x, m = pad_batch(seqs, tok.pad_token_id, model_device(target))
         logp = torch.softmax(target(input_ids=x, attention_mask=m).logits.float(), -1)
         for j, (s, st) in enumerate(zip(seqs, starts)):
             ids.append(s)
             start.append(st)
-            probs.append(logp[j, st - 1: len(s) - 1].clone())  # position k predicts token k+1
+            probs.append(logp[j, st - 1: len(s) - 1].cpu())  # position k predicts token k+1
     return Feedback(ids, start, probs)
 
 
 def draft_logits(draft, fb: Feedback, idx: list[int], pad_id: int) -> list[torch.Tensor]:
     """Teacher-forced draft logits at each output position of the sequences ``idx``."""
-    x, m = pad_batch([fb.ids[i] for i in idx], pad_id)
+    x, m = pad_batch([fb.ids[i] for i in idx], pad_id, model_device(draft))
     logits = draft(input_ids=x, attention_mask=m).logits
     return [logits[j, fb.start[i] - 1: len(fb.ids[i]) - 1] for j, i in enumerate(idx)]
 
 
 def soft_ce(logits: torch.Tensor, target_probs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """-sum_v p_target(v) log q_draft(v), averaged over (masked) positions: the draft's loss on feedback."""
-    ce = -(target_probs * F.log_softmax(logits.float(), -1)).sum(-1)
+    ce = -(target_probs.to(logits.device) * F.log_softmax(logits.float(), -1)).sum(-1)
     if mask is None:
         return ce.mean()
     return (ce * mask).sum() / mask.sum().clamp(min=1)
@@ -99,7 +105,7 @@ def evaluate_draft(draft, fb: Feedback, gamma: int, pad_id: int, batch_size: int
         idx = list(range(s, min(s + batch_size, len(fb.ids))))
         for i, lg in zip(idx, draft_logits(draft, fb, idx, pad_id)):
             out = np.asarray(fb.ids[i][fb.start[i]:])
-            pred = lg.argmax(-1).numpy()
+            pred = lg.argmax(-1).cpu().numpy()
             r = greedy_rounds(pred, out, gamma)
             loss = float(soft_ce(lg, fb.target_probs[i]))
             per_seq.append({"loss": loss, "rounds": len(r), "accepted": sum(r), "tokens": len(out)})

@@ -1,13 +1,14 @@
-"""Stage ``onlinespec.figures``: acceptance length per chunk around the shifts, and speedup per arm."""
+"""Stage ``onlinespec.figures``: acceptance length per chunk around the shifts, speedup per arm, and the
+tuning grid (acceptance length per effective step and arm, the chosen step marked, edges named)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from icmlrepro.core.figures import new_figure, save
-from icmlrepro.core.io import read_parquet
+from icmlrepro.core.io import read_json, read_parquet
 
-from .learners import ARMS
+from .learners import ARMS, TUNED
 
 
 def run(job) -> None:
@@ -32,6 +33,25 @@ def run(job) -> None:
     sp = df.groupby(["seed", "arm"])[["target_seconds", "spec_seconds"]].sum()
     sp = (sp.target_seconds / sp.spec_seconds).unstack("arm")[list(ARMS)]
     ax.boxplot([sp[a].values for a in ARMS], tick_labels=list(ARMS))
+    ax.tick_params(axis="x", labelrotation=30)
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set(ylabel="speedup over target-only decoding (wall clock)", title="per seed")
     save(fig, job.output.speedup)
+
+    tuning_figure(read_json(job.input.tuning), job.output.tuning)
+
+
+def tuning_figure(tuning: dict, path) -> None:
+    grid = pd.DataFrame(tuning["grid"])
+    fig, (ax,) = new_figure(width=6.0)
+    for arm in TUNED:
+        g = grid[grid.arm == arm].sort_values("step")
+        where = "interior" if tuning["interior"][arm] else f"EDGE ({tuning['edge'][arm]} step)"
+        line, = ax.plot(g.step, g.acceptance_length, marker="o", markersize=3, label=f"{arm}: {where}")
+        best = g[g.step == tuning["best_step"][arm]]
+        ax.plot(best.step, best.acceptance_length, marker="*", markersize=11, color=line.get_color(), ls="")
+    ax.set_xscale("log")
+    ax.set(xlabel="effective step lr / (1 - momentum)", ylabel="acceptance length on the tuning stream",
+           title=f"tuning (seed {tuning['tuning_seed']}); * = chosen step")
+    ax.legend(fontsize=7)
+    save(fig, path)

@@ -1,17 +1,31 @@
 """The online arms: how a draft is updated after each chunk from that chunk's verification feedback.
 
 Every arm spends the same compute per chunk, ``steps`` minibatch gradient steps on the draft (the
-ensemble splits them over its base drafts), with the same loss, the soft cross-entropy to the
+ensembles split them over their base drafts), with the same loss, the soft cross-entropy to the
 target's distributions, except OSD's, which only counts positions where the draft was rejected.
+Every arm is set by one effective step ``step = lr / (1 - momentum)`` (tuned on one grid for all
+arms, ``online.run_tune``); the ensembles' base rates are that step times ``ensemble_factors``.
+
+Published-code forms:
 
 - ``offline``: the draft is never updated.
 - ``ogd``: online gradient descent (SGD, one learning rate); no state carried between chunks.
 - ``osd``: Online Speculative Decoding (Liu et al.): distillation on rejected positions only.
 - ``optimistic``: optimistic online learning with historical gradients as the hint, i.e. SGD with
   momentum whose buffer persists across chunks (the published code's form).
-- ``ensemble``: online ensemble (Hedge): the draft used is the weight-space average of base drafts
-  with weights softmax(-loss / T); each chunk every base restarts from that average and trains at its
-  own learning rate; its mean training loss on the chunk sets the next weights.
+- ``ensemble``: online ensemble: the draft used is the weight-space average of base drafts with
+  weights softmax(-loss / T); each chunk every base restarts from that average and trains at its own
+  learning rate; its mean *training* loss on the chunk sets the next weights.
+
+Textbook forms, beside them:
+
+- ``optimistic_ogd``: optimistic OGD (Rakhlin & Sridharan; Chiang et al.) with the last gradient as
+  the hint: a secondary iterate w^ takes the plain OGD steps, the played draft is w^ - lr * hint, and
+  the hint is removed at the next step (:class:`OptimisticSGD`); its state persists across chunks.
+- ``hedge``: Hedge over learning rates: independent OGD experts (one per base rate) that never restart
+  from the mixture; before training on a chunk each expert's loss on it (a loss on data it has not
+  seen: the next-chunk loss) is added to its cumulative loss, and the played draft is the weight-space
+  average with weights softmax(-cumulative loss / T) (:func:`hedge_weights`).
 """
 
 from __future__ import annotations
@@ -23,18 +37,73 @@ import torch
 
 from .feedback import Feedback, draft_logits, soft_ce
 
-ARMS = ("offline", "ogd", "osd", "optimistic", "ensemble")
+PUBLISHED = ("offline", "ogd", "osd", "optimistic", "ensemble")
+TEXTBOOK = ("optimistic_ogd", "hedge")
+ARMS = PUBLISHED + TEXTBOOK
+TUNED = tuple(a for a in ARMS if a != "offline")  # arms with a step to tune
+MOMENTUM_ARMS = ("optimistic",)                   # the only arms whose SGD uses momentum
+
+
+def learning_rate(arm: str, step: float, momentum: float) -> float:
+    """The SGD learning rate of ``arm`` at effective step ``step`` = lr / (1 - momentum)."""
+    return step * (1 - momentum) if arm in MOMENTUM_ARMS else step
+
+
+class OptimisticSGD(torch.optim.Optimizer):
+    """Optimistic online gradient descent with the last gradient as the hint.
+
+    State per parameter: the secondary iterate w^ and the hint h (the last gradient). A step with the
+    gradient g observed at the played point w: w^ <- w^ - lr g, then h <- g and w <- w^ - lr h. So the
+    previous hint is removed (w restarts from w^) and the new one applied. On f(w) = w^2 / 2 from
+    w = 1, lr = 0.1: w = 0.8, then 0.74 (plain SGD: 0.9, 0.81).
+    """
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "anchor" not in state:  # no hint yet: w^ = w
+                    state["anchor"] = p.detach().clone()
+                g = p.grad.detach().clone()
+                state["anchor"].add_(g, alpha=-group["lr"])
+                state["hint"] = g
+                p.copy_(state["anchor"] - group["lr"] * g)
+
+
+def hedge_weights(cumulative_losses, temperature: float) -> np.ndarray:
+    """Hedge's weights: softmax(-L / T) of the experts' cumulative losses L (uniform when all equal)."""
+    z = -np.asarray(cumulative_losses, dtype=float) / temperature
+    e = np.exp(z - z.max())
+    return e / e.sum()
 
 
 def chunk_loss(draft, fb: Feedback, idx: list[int], pad_id: int, rejected_only: bool = False) -> torch.Tensor:
     logits = draft_logits(draft, fb, idx, pad_id)
     lg = torch.cat(logits)
-    probs = torch.cat([fb.target_probs[i] for i in idx])
+    probs = torch.cat([fb.target_probs[i] for i in idx]).to(lg.device)
     mask = None
     if rejected_only:  # where the draft's greedy proposal differs from the token the target emitted
-        out = torch.cat([torch.tensor(fb.ids[i][fb.start[i]:]) for i in idx])
+        out = torch.cat([torch.tensor(fb.ids[i][fb.start[i]:]) for i in idx]).to(lg.device)
         mask = (lg.argmax(-1) != out).float()
     return soft_ce(lg, probs, mask)
+
+
+@torch.no_grad()
+def online_loss(draft, fb: Feedback, pad_id: int, batch_size: int = 32) -> float:
+    """The draft's soft cross-entropy on the whole chunk (every sequence), without training on it."""
+    total, n = 0.0, 0
+    for s in range(0, len(fb.ids), batch_size):
+        idx = list(range(s, min(s + batch_size, len(fb.ids))))
+        k = sum(len(fb.ids[i]) - fb.start[i] for i in idx)
+        total += float(chunk_loss(draft, fb, idx, pad_id)) * k
+        n += k
+    return total / max(n, 1)
 
 
 def sgd_steps(draft, opt, fb: Feedback, steps: int, batch_size: int, rng: np.random.Generator, pad_id: int,
@@ -54,20 +123,36 @@ def sgd_steps(draft, opt, fb: Feedback, steps: int, batch_size: int, rng: np.ran
     return float(np.mean(losses)) if losses else float("nan")
 
 
-class Arm:
-    """One online learner; ``draft`` is what decodes the next chunk."""
+def average_into(target, models, weights) -> None:
+    """``target``'s parameters <- the weight-space average of ``models``' with ``weights``."""
+    with torch.no_grad():
+        params = [dict(m.named_parameters()) for m in models]
+        for name, p in target.named_parameters():
+            p.copy_(sum(float(w) * ps[name] for w, ps in zip(weights, params)))
 
-    def __init__(self, name: str, draft, lr: float, lrs: list[float], momentum: float, temperature: float,
+
+class Arm:
+    """One online learner; ``draft`` is what decodes the next chunk. ``step`` is the effective step."""
+
+    def __init__(self, name: str, draft, step: float, factors: list[float], momentum: float, temperature: float,
                  steps: int, batch_size: int, seed: int, pad_id: int):
         if name not in ARMS:
             raise ValueError(f"unknown arm {name!r} (known: {', '.join(ARMS)})")
         self.name, self.steps, self.batch_size, self.pad_id = name, steps, batch_size, pad_id
         self.rng = np.random.default_rng(seed)
         self.draft = copy.deepcopy(draft).eval()
-        self.lr, self.lrs, self.temperature = lr, list(lrs), temperature
+        self.step, self.temperature = step, temperature
+        self.lr = learning_rate(name, step, momentum)
+        self.lrs = [step * f for f in factors]  # base rates of the ensembles (no momentum)
         self.weights = np.full(len(self.lrs), 1 / len(self.lrs))
         if name == "optimistic":
-            self.opt = torch.optim.SGD(self.draft.parameters(), lr=lr, momentum=momentum)
+            self.opt = torch.optim.SGD(self.draft.parameters(), lr=self.lr, momentum=momentum)
+        elif name == "optimistic_ogd":
+            self.opt = OptimisticSGD(self.draft.parameters(), lr=self.lr)
+        elif name == "hedge":
+            self.experts = [copy.deepcopy(self.draft) for _ in self.lrs]
+            self.expert_opts = [torch.optim.SGD(e.parameters(), lr=lr) for e, lr in zip(self.experts, self.lrs)]
+            self.cumulative = np.zeros(len(self.lrs))
 
     def update(self, fb: Feedback) -> None:
         if self.name == "offline":
@@ -75,10 +160,12 @@ class Arm:
         if self.name in ("ogd", "osd"):
             opt = torch.optim.SGD(self.draft.parameters(), lr=self.lr)
             sgd_steps(self.draft, opt, fb, self.steps, self.batch_size, self.rng, self.pad_id, self.name == "osd")
-        elif self.name == "optimistic":
+        elif self.name in ("optimistic", "optimistic_ogd"):
             sgd_steps(self.draft, self.opt, fb, self.steps, self.batch_size, self.rng, self.pad_id)
-        else:
+        elif self.name == "ensemble":
             self._ensemble_update(fb)
+        else:
+            self._hedge_update(fb)
 
     def _ensemble_update(self, fb: Feedback) -> None:
         bases, losses = [], []
@@ -88,8 +175,14 @@ class Arm:
             opt = torch.optim.SGD(base.parameters(), lr=lr)
             losses.append(sgd_steps(base, opt, fb, per_base, self.batch_size, self.rng, self.pad_id))
             bases.append(base)
-        z = -np.asarray(losses) / self.temperature
-        self.weights = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
-        with torch.no_grad():
-            for name, p in self.draft.named_parameters():
-                p.copy_(sum(w * dict(b.named_parameters())[name] for w, b in zip(self.weights, bases)))
+        self.weights = hedge_weights(losses, self.temperature)
+        average_into(self.draft, bases, self.weights)
+
+    def _hedge_update(self, fb: Feedback) -> None:
+        # next-chunk losses first: each expert is scored on the chunk before it trains on it
+        self.cumulative = self.cumulative + np.array([online_loss(e, fb, self.pad_id) for e in self.experts])
+        per_expert = max(1, self.steps // len(self.lrs))
+        for expert, opt in zip(self.experts, self.expert_opts):
+            sgd_steps(expert, opt, fb, per_expert, self.batch_size, self.rng, self.pad_id)
+        self.weights = hedge_weights(self.cumulative, self.temperature)
+        average_into(self.draft, self.experts, self.weights)

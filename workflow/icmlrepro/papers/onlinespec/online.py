@@ -5,11 +5,13 @@ Per chunk and arm: the online loss and greedy acceptance of the current draft on
 speculative decoding on the first ``n_timed`` prompts of the chunk next to target-only decoding of
 the same prompts (same process, arms in rotated order), then the arm's update. The comparator for
 dynamic regret is, per chunk, the offline draft fitted to that chunk in hindsight
-(``comparator_steps`` steps of momentum SGD).
+(``comparator_steps`` steps of momentum SGD at effective step ``comparator_step``).
 
-The stage named ``tune`` runs the same loop on the tuning stream without timings, for every
-single-learning-rate arm and every rate of the grid, and keeps the best rate per arm by acceptance
-length: the same tuning budget for every baseline and method (the ensemble uses the grid as its rates).
+The stage named ``tune`` runs the same loop on the tuning stream without timings, for every learning
+arm and every effective step lr / (1 - momentum) of ``step_grid`` (the ensembles: the middle of
+their base rates), and keeps the best step per arm by acceptance length: the same grid and budget
+for every baseline and method. It records whether each optimum is interior to the grid or at an
+edge (then the grid did not bracket it).
 """
 
 from __future__ import annotations
@@ -20,32 +22,32 @@ import numpy as np
 import pandas as pd
 import torch
 
+from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_json, read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.lm.model import load
 
 from .feedback import Feedback, evaluate_draft
-from .learners import ARMS, Arm, sgd_steps
+from .feedback import model_device
+from .learners import ARMS, TUNED, Arm, sgd_steps
 from .speculative import speculative_generate, target_generate
 from .stream import feedback_of
 
-SINGLE_LR = ("ogd", "osd", "optimistic")
 
-
-def chunks(df: pd.DataFrame):
+def chunks(df: pd.DataFrame, device="cpu"):
     for c, rows in df.groupby("chunk", sort=True):
-        yield int(c), rows.family.iloc[0], feedback_of(rows)
+        yield int(c), rows.family.iloc[0], feedback_of(rows, device)
 
 
-def make_arm(name: str, draft, p: dict, lr: float, seed: int, pad_id: int) -> Arm:
-    return Arm(name, draft, lr, p["lr_grid"], p["momentum"], p["temperature"], p["steps_per_chunk"],
+def make_arm(name: str, draft, p: dict, step: float, seed: int, pad_id: int) -> Arm:
+    return Arm(name, draft, step, p["ensemble_factors"], p["momentum"], p["temperature"], p["steps_per_chunk"],
                p["batch_size"], derive_seed(seed, "onlinespec", "arm", name), pad_id)
 
 
-def comparator_loss(draft, fb: Feedback, p: dict, seed: int, pad_id: int, lr: float) -> float:
+def comparator_loss(draft, fb: Feedback, p: dict, seed: int, pad_id: int) -> float:
     """Loss on the chunk of the draft fitted to that chunk in hindsight."""
     best = copy.deepcopy(draft)
-    opt = torch.optim.SGD(best.parameters(), lr=lr, momentum=p["momentum"])
+    opt = torch.optim.SGD(best.parameters(), lr=p["comparator_step"] * (1 - p["momentum"]), momentum=p["momentum"])
     sgd_steps(best, opt, fb, p["comparator_steps"], p["batch_size"], np.random.default_rng(seed), pad_id)
     return evaluate_draft(best, fb, p["gamma"], pad_id)["loss"]
 
@@ -60,17 +62,18 @@ def timed_decode(target, draft, fb: Feedback, n: int, p: dict, eos: int) -> tupl
     return secs, toks
 
 
-def run_stream(df: pd.DataFrame, target, draft, tok, p: dict, seed: int, lrs: dict, timed: bool) -> pd.DataFrame:
+def run_stream(df: pd.DataFrame, target, draft, tok, p: dict, seed: int, steps: dict, timed: bool,
+               arms: tuple = ARMS) -> pd.DataFrame:
+    """Arms ``arms`` (effective step ``steps[arm]``; offline has none) through the stream ``df``."""
     pad, eos = tok.pad_token_id, tok.eos_token_id
-    arms = {a: make_arm(a, draft, p, lrs.get(a, p["lr_grid"][0]), seed, pad) for a in lrs.get("_arms", ARMS)}
+    arms = {a: make_arm(a, draft, p, steps.get(a, 0.0), seed, pad) for a in arms}
     names = list(arms)
     rows = []
-    for c, family, fb in chunks(df):
+    for c, family, fb in chunks(df, model_device(draft)):
         base = {"seed": seed, "chunk": c, "family": family}
         if timed:
             t_secs, t_toks = timed_decode(target, None, fb, p["n_timed"], p, eos)
-            comp = comparator_loss(draft, fb, p, derive_seed(seed, "onlinespec", "comparator", c), pad,
-                                   max(p["lr_grid"]))
+            comp = comparator_loss(draft, fb, p, derive_seed(seed, "onlinespec", "comparator", c), pad)
         k = c % len(names)
         for name in names[k:] + names[:k]:
             ev = evaluate_draft(arms[name].draft, fb, p["gamma"], pad)
@@ -80,7 +83,7 @@ def run_stream(df: pd.DataFrame, target, draft, tok, p: dict, seed: int, lrs: di
                 s_secs, s_toks = timed_decode(target, arms[name].draft, fb, p["n_timed"], p, eos)
                 row.update({"spec_seconds": s_secs, "spec_tokens": s_toks, "target_seconds": t_secs,
                             "target_tokens": t_toks, "comparator_loss": comp})
-            if name == "ensemble":
+            if name in ("ensemble", "hedge"):
                 row["ensemble_weights"] = list(map(float, arms[name].weights))
             rows.append(row)
         for name in names:
@@ -103,32 +106,47 @@ def _models(job):
     """The job's settings, seed (seeded), target, tokenizer and offline draft."""
     seed = int(job.wildcards.seed)
     seed_everything(seed)
-    target, tok = load(job.input.target)
-    draft, _ = load(job.input.draft)
+    target, tok = load(job.input.target, torch_device())
+    draft, _ = load(job.input.draft, torch_device())
     return job.params, seed, target, tok, draft
 
 
 def run(job) -> None:
     p, seed, target, tok, draft = _models(job)
-    lrs = read_json(job.input.lrs)["best_lr"]
+    steps = read_json(job.input.steps)["best_step"]
     stream = read_parquet(job.input.stream)
     warm = feedback_of(stream.iloc[:1])  # first-call costs (allocations, dispatch caches) stay out of timings
     timed_decode(target, draft, warm, 1, p, tok.eos_token_id)
     timed_decode(target, None, warm, 1, p, tok.eos_token_id)
-    df = run_stream(stream, target, draft, tok, p, seed, lrs, timed=True)
+    df = run_stream(stream, target, draft, tok, p, seed, steps, timed=True)
     write_parquet(job.output.table, df)
     write_json(job.output.costs, {"seed": seed, **cost_ratio(target, draft, tok)})
+
+
+def grid_optimum(table: pd.DataFrame, grid: list[float]) -> dict:
+    """Per arm: the best step by acceptance length (ties: the smaller step) and whether it is interior
+    to ``grid`` (an optimum at the smallest or largest step was not bracketed by the grid)."""
+    lo, hi = min(grid), max(grid)
+    out = {}
+    for arm, g in table.groupby("arm", sort=False):
+        best = float(g.sort_values(["acceptance_length", "step"], ascending=[False, True]).step.iloc[0])
+        out[arm] = {"step": best, "interior": bool(lo < best < hi),
+                    "edge": "smallest" if best == lo else "largest" if best == hi else ""}
+    return out
 
 
 def run_tune(job) -> None:
     p, seed, target, tok, draft = _models(job)
     df = read_parquet(job.input.stream)
     rows = []
-    for arm in SINGLE_LR:
-        for lr in p["lr_grid"]:
-            res = run_stream(df, target, draft, tok, p, seed, {arm: lr, "_arms": [arm]}, timed=False)
-            rows.append({"arm": arm, "lr": lr, "acceptance_length": float(res.tokens.sum() / res.rounds.sum())})
+    for arm in TUNED:
+        for step in p["step_grid"]:
+            res = run_stream(df, target, draft, tok, p, seed, {arm: step}, timed=False, arms=(arm,))
+            rows.append({"arm": arm, "step": step, "acceptance_length": float(res.tokens.sum() / res.rounds.sum()),
+                         "loss": float(res.loss.mean())})
     table = pd.DataFrame(rows)
-    best = {a: float(g.sort_values(["acceptance_length", "lr"], ascending=[False, True]).lr.iloc[0])
-            for a, g in table.groupby("arm")}
-    write_json(job.output.lrs, {"tuning_seed": seed, "grid": table.to_dict("records"), "best_lr": best})
+    opt = grid_optimum(table, p["step_grid"])
+    write_json(job.output.steps, {"tuning_seed": seed, "grid": table.to_dict("records"),
+                                  "best_step": {a: o["step"] for a, o in opt.items()},
+                                  "interior": {a: o["interior"] for a, o in opt.items()},
+                                  "edge": {a: o["edge"] for a, o in opt.items()}})

@@ -6,6 +6,8 @@ feedback: the target's distribution at every drafted position), ``verify`` decid
 are accepted and which token follows, and both caches are cropped back to the accepted prefix.
 Greedy mode accepts while the proposal equals the target's argmax, so the output equals the target's
 greedy output token for token; sampling mode is exact speculative sampling (temperature 1).
+Inputs are built on the models' device. The host timer is a true wall clock on CUDA too: every round
+ends by reading the accepted count and the next token to the host, which waits for the device.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from .feedback import model_device
 from .verify import verify, verify_greedy
 
 
@@ -36,7 +39,9 @@ class SpecResult:
 
 
 def _forward(model, ids, cache):
-    return model(input_ids=ids, past_key_values=cache, use_cache=True).logits[0]
+    """Logits of token ids ``ids`` (nested lists) appended to ``cache``, computed where the model is."""
+    return model(input_ids=torch.tensor(ids, device=model_device(model)), past_key_values=cache,
+                 use_cache=True).logits[0]
 
 
 @torch.no_grad()
@@ -44,31 +49,30 @@ def speculative_generate(target, draft, prompt_ids: list[int], max_new_tokens: i
                          greedy: bool = True, generator: torch.Generator | None = None) -> SpecResult:
     t0 = time.perf_counter()
     tc, dc = DynamicCache(config=target.config), DynamicCache(config=draft.config)
-    prompt = torch.tensor([prompt_ids])
-    if prompt.shape[1] > 1:
-        _forward(target, prompt[:, :-1], tc)
-        _forward(draft, prompt[:, :-1], dc)
+    if len(prompt_ids) > 1:
+        _forward(target, [prompt_ids[:-1]], tc)
+        _forward(draft, [prompt_ids[:-1]], dc)
     cur = prompt_ids[-1]
     pending = [cur]                        # emitted tokens the draft cache has not seen yet
     out, accepted = [], []
     while len(out) < max_new_tokens:
         g = min(gamma, max_new_tokens - len(out))
         proposal, q_rows = [], []
-        logits = _forward(draft, torch.tensor([pending]), dc)[-1]
+        logits = _forward(draft, [pending], dc)[-1]
         for i in range(g):
             q = torch.softmax(logits.float(), -1)
-            x = int(q.argmax()) if greedy else int(torch.multinomial(q, 1, generator=generator))
+            x = int(q.argmax()) if greedy else int(torch.multinomial(q.cpu(), 1, generator=generator))
             proposal.append(x)
             q_rows.append(q)
             if i + 1 < g:
-                logits = _forward(draft, torch.tensor([[x]]), dc)[-1]
-        p_logits = _forward(target, torch.tensor([[cur, *proposal]]), tc)   # [g+1, V]: the feedback
-        toks = torch.tensor([proposal])
+                logits = _forward(draft, [[x]], dc)[-1]
+        p_logits = _forward(target, [[cur, *proposal]], tc)   # [g+1, V]: the feedback
+        toks = torch.tensor([proposal], device=p_logits.device)
         if greedy:
             n, nxt = verify_greedy(p_logits[None], toks)
         else:
-            u = torch.rand(1, g, generator=generator)
-            us = torch.rand(1, generator=generator)
+            u = torch.rand(1, g, generator=generator).to(p_logits.device)
+            us = torch.rand(1, generator=generator).to(p_logits.device)
             n, nxt = verify(torch.softmax(p_logits.float(), -1)[None], torch.stack(q_rows)[None], toks, u, us)
         n, nxt = int(n[0]), int(nxt[0])
         emitted = proposal[:n] + [nxt]
@@ -93,12 +97,12 @@ def target_generate(target, prompt_ids: list[int], max_new_tokens: int, eos_id: 
     """Greedy target-only decoding with the same cache and loop structure: the speed reference."""
     t0 = time.perf_counter()
     tc = DynamicCache(config=target.config)
-    logits = _forward(target, torch.tensor([prompt_ids]), tc)[-1]
+    logits = _forward(target, [prompt_ids], tc)[-1]
     out = []
     while len(out) < max_new_tokens:
         x = int(logits.argmax())
         out.append(x)
         if x == eos_id:
             break
-        logits = _forward(target, torch.tensor([[x]]), tc)[-1]
+        logits = _forward(target, [[x]], tc)[-1]
     return SpecResult(out, [0] * len(out), time.perf_counter() - t0)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.lm.model import load
@@ -39,9 +40,10 @@ def to_table(df: pd.DataFrame, fb: Feedback) -> pd.DataFrame:
     return df
 
 
-def feedback_of(df: pd.DataFrame) -> Feedback:
-    """Rows of a stream table back to a :class:`Feedback` (in row order)."""
-    probs = [torch.from_numpy(np.asarray(p, dtype=np.float32).reshape(-1, v)) for p, v in zip(df.target_probs, df.vocab)]
+def feedback_of(df: pd.DataFrame, device="cpu") -> Feedback:
+    """Rows of a stream table back to a :class:`Feedback` (in row order), distributions on ``device``."""
+    probs = [torch.from_numpy(np.asarray(p, dtype=np.float32).reshape(-1, v)).to(device)
+             for p, v in zip(df.target_probs, df.vocab)]
     return Feedback([list(map(int, x)) for x in df.ids], [int(s) for s in df.start], probs)
 
 
@@ -49,7 +51,7 @@ def run(job) -> None:
     p = job.params
     seed = int(job.wildcards.seed)
     seed_everything(seed)
-    target, tok = load(job.input.target)
+    target, tok = load(job.input.target, torch_device())
     df = stream_tasks(p["schedule"], p["chunks_per_phase"], p["chunk_size"], p["steps_range"], seed)
     fb = collect(target, tok, df.prompt.tolist(), p["max_new_tokens"], p["feedback_batch_size"])
     write_parquet(job.output.stream, to_table(df, fb))

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+# settings of the stages that run the arms (tune and train read the same ones)
+onlinespec_learning = ("gamma", "step_grid", "ensemble_factors", "momentum", "temperature", "steps_per_chunk",
+                       "batch_size", "comparator_step", "comparator_steps", "n_timed", "max_new_tokens")
+
 
 def tuning_seed(settings: dict) -> int:
     """The tuning stream's seed: apart from every evaluation seed."""
     return settings["seeds"][0] + settings["tuning_seed_offset"]
 
 
-def onlinespec_tables(settings: dict) -> dict[str, list[str]]:
+def onlinespec_tables(settings: dict) -> dict[str, list[str] | str]:
     scale, seeds = settings["scale"], settings["seeds"]
     return {
         "tables": [f"results/{scale}/onlinespec/online/seed{s}.parquet" for s in seeds],
         "costs": [f"results/{scale}/onlinespec/online/seed{s}_costs.json" for s in seeds],
+        "tuning": onlinespec_tuned_steps(settings),
     }
 
 
-def onlinespec_tuned_rates(settings: dict) -> str:
+def onlinespec_tuned_steps(settings: dict) -> str:
     return f"results/{settings['scale']}/onlinespec/tune/seed{tuning_seed(settings)}.json"
