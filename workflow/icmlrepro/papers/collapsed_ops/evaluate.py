@@ -63,6 +63,20 @@ def property_metrics(mf: MetricsFile, props: pd.DataFrame, seeds: list[int]) -> 
          "|S L0 - L0 S| / (|S| |L0|) for the isotropic ablation (0: S is a function of L0)"),
         ("commutator_with_l0_rel_collapsed", higher, "commutator_with_l0_rel_collapsed", "mean", "none",
          "the same for S with cell masses, mean over complexes with triangles"),
+        ("rel_energy_skeleton_minus_l0", higher, "energy_rel_skeleton_minus_l0", "mean", "lower",
+         "control arm: the same (x'S x - x'L0x) / x'L0x for S of the 1-skeleton (higher-order cells removed), "
+         "same graphs and signals, mean over complexes with triangles"),
+        ("rel_lambda_max_collapsed_minus_l0", higher, "lambda_max_gap_rel", "mean", "lower",
+         "(lambda_max(S_eps) - lambda_max(L0)) / lambda_max(L0), mean over complexes with triangles"),
+        ("rel_lambda_max_skeleton_minus_l0", higher, "lambda_max_gap_rel_skeleton", "mean", "lower",
+         "control arm: the same for S of the 1-skeleton (higher-order cells removed), same complexes"),
+        ("beyond_1hop_coupling_share_skeleton", higher, "beyond_neighbour_share_skeleton", "mean", "none",
+         "control arm: share of distance >= 2 pairs coupled by S of the 1-skeleton, complexes with triangles"),
+        ("far_coupling_mass_collapsed", higher, "far_coupling_mass_collapsed", "mean", "higher",
+         "share of S_eps's off-diagonal mass sum|S_ij| on pairs at distance >= 2, mean over complexes with "
+         "triangles"),
+        ("far_coupling_mass_skeleton", higher, "far_coupling_mass_skeleton", "mean", "higher",
+         "control arm: the same share for S of the 1-skeleton (higher-order cells removed), same complexes"),
         ("rel_energy_collapsed_minus_l0", higher, "energy_rel_collapsed_minus_l0", "mean", "lower",
          "mean over random signals of (x'Sx - x'L0x) / x'L0x, mean over complexes with triangles (matrix-free)"),
         ("max_rel_energy_collapsed_minus_l0", props, "energy_max_rel_collapsed_minus_l0", "max", "lower",
@@ -93,7 +107,13 @@ def clustering_metrics(mf: MetricsFile, clus: pd.DataFrame, seeds: list[int]) ->
             mf.add(f"nmi.{op}.{tag}", per_seed(d, seeds, "nmi", "mean"), unit="NMI", direction="higher",
                    description=f"normalised mutual information, spectral clustering with {op} ({tag})")
         suffix = "" if tag == "blocks" else ".karate"
-        for base in ("l0", "mult", "isotropic"):
+        bases = ["l0", "mult", "isotropic"]
+        if tag == "blocks":  # the untuned L0 (r = 0), beside L0 tuned on the same grid size as S
+            vals["l0_untuned"] = np.array(per_seed(sub[sub.operator == "l0_untuned"], seeds, "ari", "mean"))
+            mf.add("ari.l0_untuned.blocks", vals["l0_untuned"], unit="ARI", direction="higher",
+                   description="adjusted Rand index of spectral clustering with the untuned L0 (r = 0) (blocks)")
+            bases.append("l0_untuned")
+        for base in bases:
             mf.add(f"ari_collapsed_minus_{base}{suffix}", vals["collapsed"] - vals[base], unit="ARI",
                    direction="higher", description=f"ARI with S_eps minus with {base} ({tag})")
 
@@ -102,11 +122,11 @@ def smoothing_metrics(mf: MetricsFile, sm: pd.DataFrame, seeds: list[int]) -> No
     for variant in VARIANTS:
         sub = sm[sm.variant == variant]
         vals = {op: np.array(per_seed(sub[sub.operator == op], seeds, "test_mse", "mean"))
-                for op in (*OPERATORS, "noisy_input")}
+                for op in (*OPERATORS, "l0_untuned", "noisy_input")}
         for op, v in vals.items():
             mf.add(f"smoothing_mse.{op}@{variant}", v, unit="MSE", direction="lower",
                    description=f"test reconstruction MSE of Tikhonov smoothing with {op} ({variant})")
-        for base in ("l0", "mult", "isotropic"):
+        for base in ("l0", "l0_untuned", "mult", "isotropic"):
             mf.add(f"smoothing_mse_{base}_minus_collapsed@{variant}", vals[base] - vals["collapsed"], unit="MSE",
                    direction="higher", description=f"test MSE with {base} minus with S_eps ({variant})")
     mf.add("smoothing_cg_vs_dense_max", per_seed(sm, seeds, "cg_vs_dense_max", "max"), unit="signal units",

@@ -8,7 +8,10 @@
               what the higher-order cells contribute)
 
 Each takes one scalar ``param`` that the experiments tune on validation data with grids of the
-same length (L^mult: gamma; S: the factor on the Hodge weights; L0: none).
+same length (L^mult: gamma; S: the factor on the Hodge weights; L0: a degree regulariser r, the
+operator L0 + r <d> I, which under the diagonal normalisation of spectral clustering is the
+regularised normalised Laplacian I - D_t^-1/2 A D_t^-1/2 with D_t = D + r <d> I (Qin and Rohe, 2013)
+and in Tikhonov smoothing adds shrinkage towards 0; r = 0 is the untuned L0, reported beside it).
 """
 
 from __future__ import annotations
@@ -47,22 +50,32 @@ class Built:
     graded: GradedLaplacian | None = None  # collapsed, isotropic
 
 
+UNTUNED = {"l0": 0.0, "mult": 1.0, "collapsed": 1.0, "isotropic": 1.0}  # the configured operator
+
+
 def grid(p, name: str) -> list[float]:
-    """The tuning grid of an operator family: L^mult's gamma, S's Hodge factor, L0 nothing."""
+    """The tuning grid of an operator family: L^mult's gamma, S's Hodge factor, L0's regulariser r."""
     t = p["tuning"]
-    if len(t["mult_gamma"]) != len(t["hodge_scale"]):
-        raise ValueError("tuning.mult_gamma and tuning.hodge_scale must have the same length "
-                         "(L^mult and S get the same tuning budget)")
+    if not len(t["mult_gamma"]) == len(t["hodge_scale"]) == len(t["l0_shift"]):
+        raise ValueError("tuning.mult_gamma, tuning.hodge_scale and tuning.l0_shift must have the same "
+                         "length (L0, L^mult and S get the same tuning budget)")
+    if UNTUNED["l0"] not in [float(r) for r in t["l0_shift"]]:
+        raise ValueError("tuning.l0_shift must contain 0 (the untuned L0 is reported beside the tuned one)")
     if name == "mult":
         return [float(g) for g in t["mult_gamma"]]
     if name in ("collapsed", "isotropic"):
         return [float(h) for h in t["hodge_scale"]]
-    return [1.0]
+    return [float(r) for r in t["l0_shift"]]
 
 
-def build(name: str, graph: nx.Graph, cx: CliqueComplex, p, param: float = 1.0) -> Built:
+def build(name: str, graph: nx.Graph, cx: CliqueComplex, p, param: float | None = None) -> Built:
+    """Operator ``name`` at ``param`` (None: the untuned, configured operator)."""
+    param = UNTUNED[name] if param is None else param
     if name == "l0":
         lap = graph_laplacian(graph)
+        if param:
+            mean_degree = 2.0 * graph.number_of_edges() / max(graph.number_of_nodes(), 1)
+            lap = sp.csr_matrix(lap + param * mean_degree * sp.identity(lap.shape[0]))
         return Built(name, param, lap.toarray(), sparse=lap)
     if name == "mult":
         lap = multiorder_laplacian(cx, [1.0] + [param] * max(cx.max_rank - 1, 0))
