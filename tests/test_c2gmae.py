@@ -4,7 +4,9 @@ Scaled cosine error on a hand-computed case; GraphMAE's corruption (exact masked
 random-replacement split); density-partitioned masking (equal quota from every bin); heterophilic
 amplification (exactly the low-cosine edges, and only they, are up-weighted); Laplacian PE
 (orthonormal eigenvectors of the normalised Laplacian, deterministic sign); the contextual SBM's
-homophily; the consistency diagnostic on hand-made attention; coverage counting.
+homophily; the consistency diagnostic on hand-made attention; coverage counting; density masking
+as variance reduction (equal expected rate per bin); the retrain null; and that a control arm's
+values never reproduce a claim.
 """
 
 from __future__ import annotations
@@ -12,8 +14,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
+
+from icmlrepro.core.claims import load_claims
+from icmlrepro.papers.c2gmae.data import parse_graph_name
+from icmlrepro.papers.c2gmae.evaluate import retrain_pairs
+from icmlrepro.papers.c2gmae.train import mask_count_sd
 
 from icmlrepro.papers.c2gmae.diagnostics import attention_consistency
 from icmlrepro.papers.c2gmae.graphs import contextual_sbm, digits_knn, edge_homophily, laplacian_pe
@@ -23,6 +31,7 @@ from icmlrepro.papers.c2gmae.masking import (corrupt, coverage_per_bin, density_
 from icmlrepro.papers.c2gmae.model import LADDER, GraphTensors, MaskedGraphAutoEncoder, pe_distance, sce_loss
 
 from .conftest import check_smoke_paper
+from .test_collapsed_ops import check_controls_decide
 
 
 def test_scaled_cosine_error_hand_computed():
@@ -71,6 +80,50 @@ def test_density_partitioned_mask_draws_equal_quota_from_every_bin():
         counts = np.bincount(bins[m.numpy()], minlength=4)
         assert m.numel() == int(0.5 * 103) == uniform_mask(103, 0.5, gen).numel()  # same count as uniform
         assert counts.min() == int(0.5 * 103) // 4 and counts.max() - counts.min() <= 1  # equal quota per bin
+
+
+def test_density_masking_reduces_variance_not_expected_coverage():
+    """Equal bins and equal quotas are stratified sampling: every bin is masked at the same expected rate
+    under both strategies (so expected coverage is equal), but the per-epoch count of a bin is fixed at
+    its quota (sd <= 0.5 node, from the remainder only) instead of hypergeometric (sd ~ 3.5 nodes here)."""
+    bins = density_bins(np.random.default_rng(0).random(300), 4)
+    gen = torch.Generator().manual_seed(2)
+    strat = [density_partitioned_mask(torch.as_tensor(bins), 0.5, gen).numpy() for _ in range(400)]
+    unif = [uniform_mask(300, 0.5, gen).numpy() for _ in range(400)]
+    assert mask_count_sd(strat, bins) <= 0.5 and mask_count_sd(unif, bins) > 2.5
+    hyper_sd = math.sqrt(75 * 0.5 * 0.5 * (300 - 75) / (300 - 1))
+    assert mask_count_sd(unif, bins) == pytest.approx(hyper_sd, rel=0.15)
+    for hist in (strat, unif):
+        rate = np.bincount(bins[np.concatenate(hist)], minlength=4) / (400 * 75)
+        np.testing.assert_allclose(rate, 0.5, atol=0.01)  # the same expected masking rate per bin
+    assert mask_count_sd([np.array([0, 1]), np.array([0])], np.array([0, 0, 1])) == pytest.approx(0.25)
+
+
+def test_graph_names_set_homophily_and_signal():
+    assert parse_graph_name("csbm_h0.2") == ("csbm", 0.2, None)
+    assert parse_graph_name("csbm_h0.1_s4.5") == ("csbm", 0.1, 4.5)
+    assert parse_graph_name("digits_knn") == ("digits_knn", None, None)
+    with pytest.raises(ValueError):
+        parse_graph_name("csbm_0.1")
+
+
+def test_retrain_null_pairs_a_rung_with_itself():
+    """Hand case: the null pair's gaps are |main - retrain| of the same rung; matching uses the same rule."""
+    rungs = pd.DataFrame({"graph": ["g", "g"], "seed": [0, 0], "rung": ["graphmae", "pe"],
+                          "recon_loss": [1.0, 2.0], "test_acc": [0.6, 0.7], "consistency": [0.8, 0.9]})
+    null = pd.DataFrame({"graph": ["g"], "seed": [0], "rung": ["graphmae"], "recon_loss": [1.02],
+                         "test_acc": [0.65], "consistency": [0.85]})
+    pairs = retrain_pairs(rungs, null, tol=0.05)
+    assert len(pairs) == 1 and pairs.pair.iloc[0] == "graphmae|retrain" and bool(pairs.matched.iloc[0])
+    assert pairs.acc_gap.iloc[0] == pytest.approx(0.05) and pairs.consistency_gap.iloc[0] == pytest.approx(0.05)
+    assert not bool(retrain_pairs(rungs, null.assign(recon_loss=1.2), tol=0.05).matched.iloc[0])
+
+
+def test_a_control_arm_is_not_reproduced():
+    """GraphMAE's (or the rung without the part's) values, or the retrain null's, substituted for the
+    method's never reproduce a claim; every claim names a control."""
+    assert check_controls_decide("c2gmae") >= 8
+    assert all(c.controls for c in load_claims("c2gmae").claims)
 
 
 def test_node_density_is_mean_cosine_to_two_hop_neighbours():

@@ -16,7 +16,7 @@ rule c2gmae_data:
     benchmark:
         "results/{scale}/c2gmae/benchmarks/c2gmae_data/{graph}.tsv"
     wildcard_constraints:
-        graph=r"csbm_h[0-9.]+|digits_knn",
+        graph=r"csbm_h[0-9.]+(_s[0-9.]+)?|digits_knn",
     threads: 1
     resources:
         mem_mb=1000,
@@ -34,6 +34,7 @@ rule c2gmae_train:
         rungs="results/{scale}/c2gmae/train/{graph}/seed{seed}/rungs.parquet",
         bins="results/{scale}/c2gmae/train/{graph}/seed{seed}/bins.parquet",
         curves="results/{scale}/c2gmae/train/{graph}/seed{seed}/curves.parquet",
+        refs="results/{scale}/c2gmae/train/{graph}/seed{seed}/refs.parquet",
     params:
         stage="c2gmae.train",
         spec=paths_spec,
@@ -43,7 +44,7 @@ rule c2gmae_train:
     benchmark:
         "results/{scale}/c2gmae/benchmarks/c2gmae_train/{graph}-seed{seed}.tsv"
     wildcard_constraints:
-        graph=r"csbm_h[0-9.]+|digits_knn",
+        graph=r"csbm_h[0-9.]+(_s[0-9.]+)?|digits_knn",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 1500 * attempt,

@@ -3,6 +3,8 @@ Laplacian PE, node density and its bins, measured edge homophily (written next t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from icmlrepro.core.io import atomic_path, write_json
@@ -12,22 +14,28 @@ from .graphs import contextual_sbm, digits_knn, edge_homophily, laplacian_pe
 from .masking import density_bins, node_density
 
 
-def parse_graph_name(name: str) -> tuple[str, float | None]:
-    """``csbm_h0.2`` -> ("csbm", 0.2); ``digits_knn`` -> ("digits_knn", None)."""
-    if name.startswith("csbm_h"):
-        return "csbm", float(name[len("csbm_h"):])
+GRAPH_NAME = re.compile(r"csbm_h(?P<h>[0-9.]+)(_s(?P<s>[0-9.]+))?|digits_knn")
+
+
+def parse_graph_name(name: str) -> tuple[str, float | None, float | None]:
+    """``csbm_h0.2`` -> ("csbm", 0.2, None); ``csbm_h0.1_s4`` -> ("csbm", 0.1, 4.0) (feature signal 4
+    instead of the configured one: the difficulty of each graph is set in its name); ``digits_knn``
+    -> ("digits_knn", None, None)."""
+    m = GRAPH_NAME.fullmatch(name)
+    if m is None:
+        raise ValueError(f"unknown c2gmae graph {name!r} (csbm_h<homophily>[_s<signal>] or digits_knn)")
     if name == "digits_knn":
-        return name, None
-    raise ValueError(f"unknown c2gmae graph {name!r} (csbm_h<homophily> or digits_knn)")
+        return name, None, None
+    return "csbm", float(m["h"]), None if m["s"] is None else float(m["s"])
 
 
 def build_graph(name: str, s: dict) -> dict:
-    kind, homophily = parse_graph_name(name)
+    kind, homophily, signal = parse_graph_name(name)
     seed = derive_seed(s["seeds"][0], "c2gmae", "graph", name)
     if kind == "csbm":
         c = s["csbm"]
         g = contextual_sbm(c["n_nodes"], c["n_classes"], c["n_features"], c["avg_degree"], homophily,
-                           c["signal"], seed)
+                           c["signal"] if signal is None else signal, seed)
     else:
         g = digits_knn(s["digits_knn"]["n_nodes"], s["digits_knn"]["k"], seed)
     n = len(g["y"])

@@ -20,16 +20,23 @@ PARTS = {"pe": ("graphmae", "pe"), "density_masking": ("pe", "pe_density"),
          "hetero_amplification": ("pe_density", "c2gmae")}
 
 
-def load_tables(job_input, s: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def load_tables(job_input, s: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """info, the ladder's rungs (``init`` 0), the retrain null (``init`` 1), coverage bins, loss curves;
+    the raw-feature references are rows ``raw_features`` / ``mlp`` / ``majority_class`` of the rungs
+    table with only their test accuracy."""
     info = pd.DataFrame([read_json(job_input[f"info_{g}"]) for g in s["graphs"]])
     info["heterophilic"] = info["edge_homophily"] < s["analysis"]["heterophilic_below"]
     tables = {t: pd.concat([read_parquet(job_input[f"{t}_{g}_seed{sd}"]) for g in s["graphs"] for sd in s["seeds"]],
-                           ignore_index=True) for t in ("rungs", "bins", "curves")}
+                           ignore_index=True) for t in ("rungs", "bins", "curves", "refs")}
     rungs = tables["rungs"].merge(info[["graph", "edge_homophily", "heterophilic"]], on="graph")
     cov = tables["bins"].groupby(["graph", "seed", "rung"])["coverage"]
-    cov = pd.DataFrame({"min_bin_coverage": cov.min(), "bin_coverage_spread": cov.max() - cov.min()}).reset_index()
-    rungs = rungs.merge(cov, on=["graph", "seed", "rung"])
-    return info, rungs, tables["bins"], tables["curves"]
+    cov = pd.DataFrame({"min_bin_coverage": cov.min(), "mean_coverage": cov.mean(),
+                        "bin_coverage_spread": cov.max() - cov.min()}).reset_index()
+    null = rungs[rungs.init == 1].drop(columns="init")
+    rungs = rungs[rungs.init == 0].drop(columns="init").merge(cov, on=["graph", "seed", "rung"])
+    refs = tables["refs"].rename(columns={"reference": "rung"}).merge(
+        info[["graph", "edge_homophily", "heterophilic"]], on="graph")
+    return info, rungs, null, refs, tables["bins"], tables["curves"]
 
 
 def matched_pairs(rungs: pd.DataFrame, tol: float) -> pd.DataFrame:
@@ -46,7 +53,31 @@ def matched_pairs(rungs: pd.DataFrame, tol: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_metrics(rungs: pd.DataFrame, s: dict) -> MetricsFile:
+def retrain_pairs(rungs: pd.DataFrame, null: pd.DataFrame, tol: float) -> pd.DataFrame:
+    """The null of ``matched_pairs``: each rung against itself retrained from another initialisation
+    (same graph, seed and rate), with the same reconstruction-matching rule."""
+    both = rungs.merge(null, on=["graph", "seed", "rung"], suffixes=("", "_retrain"))
+    rel = (both.recon_loss - both.recon_loss_retrain).abs() / ((both.recon_loss + both.recon_loss_retrain) / 2)
+    return pd.DataFrame({"graph": both.graph, "seed": both.seed, "pair": both.rung + "|retrain",
+                         "recon_rel_gap": rel, "matched": rel <= tol,
+                         "acc_gap": (both.test_acc - both.test_acc_retrain).abs(),
+                         "consistency_gap": (both.consistency - both.consistency_retrain).abs()})
+
+
+def pair_metrics(mf: MetricsFile, pairs: pd.DataFrame, seeds: list[int], suffix: str, what: str) -> None:
+    """Share of reconstruction-matched pairs and their mean accuracy / consistency gaps, per seed."""
+    mf.add(f"share_recon_matched_pairs{suffix}", pairs.groupby("seed")["matched"].mean().reindex(seeds).to_numpy(),
+           unit="fraction", direction="none", description=f"share of {what} whose reconstruction errors are matched")
+    matched = pairs[pairs.matched].groupby("seed")
+    for col, unit, label in (("acc_gap", "fraction", "linear-probe accuracy"),
+                             ("consistency_gap", "1 - TV distance", "context-use consistency")):
+        mf.add(f"{col}_recon_matched_pairs{suffix}", matched[col].mean().reindex(seeds).to_numpy(), unit=unit,
+               direction="none", description=f"mean absolute {label} difference between {what} with matched "
+                                             f"reconstruction error (NaN for a seed without such pairs)")
+
+
+def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None,
+                  refs: pd.DataFrame | None = None) -> MetricsFile:
     seeds = [int(x) for x in s["seeds"]]
     mf = MetricsFile("c2gmae", s["scale"], replicate="seed", replicates=seeds)
     groups = {"": rungs.graph.unique().tolist(),
@@ -60,7 +91,22 @@ def build_metrics(rungs: pd.DataFrame, s: dict) -> MetricsFile:
             return np.full(len(seeds), np.nan)
         return np.array([np.mean([table.loc[(rung, g, sd), col] for g in graphs]) for sd in seeds])
 
+    for ref in ("raw_features", "mlp", "majority_class") if refs is not None else ():
+        rt = refs[refs.rung == ref].set_index(["graph", "seed"]).test_acc
+        for suffix, graphs in groups.items():
+            if graphs:
+                mf.add(f"probe_acc.{ref}{suffix}", [np.mean([rt[(g, sd)] for g in graphs]) for sd in seeds],
+                       unit="fraction", direction="higher",
+                       description=f"reference on the raw features: {ref} test accuracy (same split), mean over "
+                                   f"{'all' if not suffix else suffix[1:]} graphs")
+        for g in groups[""]:
+            mf.add(f"probe_acc.{ref}.{g}", [rt[(g, sd)] for sd in seeds], unit="fraction", direction="higher",
+                   description=f"reference on the raw features: {ref} test accuracy on {g}")
     for rung in s["rungs"]:
+        for suffix, graphs in groups.items():
+            if suffix and graphs:
+                mf.add(f"probe_acc.{rung}{suffix}", per_seed("test_acc", rung, graphs), unit="fraction",
+                       direction="higher", description=f"linear-probe test accuracy of {rung}, mean over {suffix[1:]} graphs")
         for g in groups[""]:
             mf.add(f"probe_acc.{rung}.{g}", per_seed("test_acc", rung, [g]), unit="fraction", direction="higher",
                    description=f"linear-probe test accuracy of {rung} on {g} (learning rate chosen on validation)")
@@ -70,6 +116,9 @@ def build_metrics(rungs: pd.DataFrame, s: dict) -> MetricsFile:
                 ("consistency", "1 - TV distance", "higher", "consistency of neighbourhood-attention use across masks"),
                 ("min_bin_coverage", "fraction", "higher", "training coverage of the least-covered density bin"),
                 ("bin_coverage_spread", "fraction", "lower", "max - min training coverage over density bins"),
+                ("mean_coverage", "fraction", "higher", "training coverage, mean over density bins"),
+                ("bin_mask_count_sd", "nodes", "lower",
+                 "standard deviation over epochs of a density bin's masked-node count, mean over bins"),
                 ("recon_loss", "SCE", "lower", "masked-feature scaled cosine error on the shared evaluation masks")):
             mf.add(f"{col}.{rung}", per_seed(col, rung, groups[""]), unit=unit, direction=direction,
                    description=f"{what} ({rung}), mean over graphs")
@@ -107,15 +156,10 @@ def build_metrics(rungs: pd.DataFrame, s: dict) -> MetricsFile:
     mf.add("acc_spread_matched_variants", spread.to_numpy(), unit="fraction", direction="none",
            description="max - min linear-probe accuracy over the same variants, mean over graphs")
     pairs = matched_pairs(rungs, s["analysis"]["recon_match_tol"])
-    by_seed = pairs.groupby("seed")
-    mf.add("share_recon_matched_pairs", by_seed["matched"].mean().loc[seeds].to_numpy(), unit="fraction",
-           direction="none", description="share of variant pairs (same graph) whose reconstruction errors are matched")
-    matched = pairs[pairs.matched].groupby("seed")
-    for col, unit, what in (("acc_gap", "fraction", "linear-probe accuracy"),
-                            ("consistency_gap", "1 - TV distance", "context-use consistency")):
-        mf.add(f"{col}_recon_matched_pairs", matched[col].mean().reindex(seeds).to_numpy(), unit=unit,
-               direction="none", description=f"mean absolute {what} difference between variants with matched "
-                                             f"reconstruction error (NaN for a seed without such pairs)")
+    pair_metrics(mf, pairs, seeds, "", "variant pairs (same graph)")
+    if null is not None:
+        pair_metrics(mf, retrain_pairs(rungs, null, s["analysis"]["recon_match_tol"]), seeds, "_retrain_null",
+                     "a rung and itself retrained from another initialisation")
     mf.add("train_seconds", rungs.groupby("seed")["train_seconds"].sum().loc[seeds].to_numpy(), unit="s",
            direction="lower", timing=True, description="wall time of all ladder trainings (all graphs, lr grid) per seed")
     return mf
@@ -123,8 +167,8 @@ def build_metrics(rungs: pd.DataFrame, s: dict) -> MetricsFile:
 
 def run(job) -> None:
     s = job.params
-    info, rungs, bins, curves = load_tables(job.input, s)
-    build_metrics(rungs, s).write(job.output.metrics)
-    write_parquet(job.output.summary, rungs)
+    info, rungs, null, refs, bins, curves = load_tables(job.input, s)
+    build_metrics(rungs, s, null, refs).write(job.output.metrics)
+    write_parquet(job.output.summary, pd.concat([rungs, refs], ignore_index=True))  # references: test_acc only
     write_parquet(job.output.bins, bins.merge(info[["graph", "edge_homophily"]], on="graph"))
     write_parquet(job.output.curves, curves)

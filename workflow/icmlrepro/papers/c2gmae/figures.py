@@ -9,7 +9,9 @@ from icmlrepro.core.figures import new_figure, save
 from icmlrepro.core.io import read_parquet
 
 LABELS = {"graphmae": "GraphMAE", "pe": "+ PE reference", "pe_density": "+ density masking",
-          "c2gmae": "+ hetero amplification (C2-GMAE)"}
+          "c2gmae": "+ hetero amplification (C2-GMAE)", "raw_features": "probe on raw features",
+          "mlp": "MLP on raw features", "majority_class": "majority class"}
+REFERENCES = {"raw_features": "k_", "mlp": "r_", "majority_class": "b_"}
 
 
 def plot_ladder(summary, rungs, path) -> None:
@@ -24,9 +26,13 @@ def plot_ladder(summary, rungs, path) -> None:
         for x, g in zip(xs, graphs):  # every seed shown
             v = sel[sel.graph == g].test_acc.to_numpy()
             ax.plot(np.full(v.size, x), v, "k.", ms=2)
+    for ref, marker in REFERENCES.items():  # raw-feature references: a marker across each graph's group
+        sel = summary[summary.rung == ref]
+        means = [sel[sel.graph == g].test_acc.mean() for g in graphs]
+        ax.plot(np.arange(len(graphs)), means, marker, ms=9, mew=1.5, ls="none", label=LABELS[ref])
     ax.set_xticks(np.arange(len(graphs)), graphs, rotation=20, fontsize=7)
     ax.set_ylabel("linear-probe test accuracy")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: keeps markers visible
     save(fig, path)
 
 

@@ -4,6 +4,12 @@ Every rung gets the same budget: the same epochs and the same learning-rate grid
 picked by linear-probe accuracy on the validation nodes (test accuracy is read at that rate
 only). The probe is scikit-learn's LogisticRegression on standardised frozen embeddings, one
 random train/val/test node split per seed, shared by all rungs.
+
+Beside the ladder, on the same split: the trivial references (the same probe on the raw features,
+and an MLP on the raw features with its width chosen on validation), and the retrain null: each
+rung of ``eval.null_rungs`` trained once more at its chosen rate from another initialisation and
+other masks (``init`` 1), so that differences between rungs can be set against the differences
+one rung shows with itself.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from icmlrepro.core.io import write_parquet
@@ -50,14 +57,44 @@ def linear_probe(emb: np.ndarray, y: np.ndarray, split, c: float) -> tuple[float
     return (float(clf.score(scaler.transform(emb[va]), y[va])), float(clf.score(scaler.transform(emb[te]), y[te])))
 
 
-def train_rung(g: GraphTensors, rung_name: str, lr: float, s: dict, seed: int):
-    """Returns the trained model, the masked node ids of every epoch, the loss curve."""
-    seed_everything(derive_seed(seed, "c2gmae", "init", rung_name, lr))
+def references(x: np.ndarray, y: np.ndarray, split, s: dict, seed: int) -> list[dict]:
+    """Raw-feature references on the rungs' split: the linear probe itself, and an MLP whose hidden
+    width is chosen on the validation nodes (the encoder's width and twice it)."""
+    e = s["eval"]
+    val, test = linear_probe(x, y, split, e["probe_c"])
+    rows = [{"reference": "raw_features", "val_acc": val, "test_acc": test}]
+    tr, va, te = split
+    scaler = StandardScaler().fit(x[tr])
+    best = None
+    for width in (s["model"]["hidden"], 2 * s["model"]["hidden"]):
+        clf = MLPClassifier((width,), alpha=1e-3, max_iter=1000, random_state=derive_seed(seed, "c2gmae", "mlp"))
+        clf.fit(scaler.transform(x[tr]), y[tr])
+        v = float(clf.score(scaler.transform(x[va]), y[va]))
+        if best is None or v > best[0]:
+            best = (v, float(clf.score(scaler.transform(x[te]), y[te])))
+    rows.append({"reference": "mlp", "val_acc": best[0], "test_acc": best[1]})
+    chance = float(np.mean(y[te] == np.bincount(y[tr]).argmax()))
+    rows.append({"reference": "majority_class", "val_acc": float("nan"), "test_acc": chance})
+    return rows
+
+
+def mask_count_sd(history: list[np.ndarray], bins: np.ndarray) -> float:
+    """Standard deviation over epochs of the number of masked nodes in a density bin, mean over bins:
+    how far one epoch's share of each region strays from its expectation (0 for fixed quotas)."""
+    counts = np.stack([np.bincount(bins[m], minlength=int(bins.max()) + 1) for m in history])
+    return float(counts.std(axis=0).mean())
+
+
+def train_rung(g: GraphTensors, rung_name: str, lr: float, s: dict, seed: int, init: int = 0):
+    """Returns the trained model, the masked node ids of every epoch, the loss curve. ``init`` > 0
+    draws another initialisation and other masks (the retrain null)."""
+    tag = (rung_name, lr) if init == 0 else (rung_name, lr, "retrain", init)
+    seed_everything(derive_seed(seed, "c2gmae", "init", *tag))
     rung = LADDER[rung_name]
     model = MaskedGraphAutoEncoder(g.x.shape[1], rung, s)
     t = s["train"]
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=t["weight_decay"])
-    gen = torch.Generator().manual_seed(derive_seed(seed, "c2gmae", "masks", rung_name, lr))
+    gen = torch.Generator().manual_seed(derive_seed(seed, "c2gmae", "masks", *tag))
     history, losses = [], []
     for _ in range(t["epochs"]):
         model.train()
@@ -72,7 +109,7 @@ def train_rung(g: GraphTensors, rung_name: str, lr: float, s: dict, seed: int):
     return model, history, losses
 
 
-def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int):
     t, e = s["train"], s["eval"]
     n = g.x.shape[0]
     split = node_split(n, seed, e["probe_train_fraction"], e["probe_val_fraction"])
@@ -80,6 +117,14 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int) -> tuple[pd
     common = [uniform_mask(n, t["mask_rate"], mgen) for _ in range(e["n_consistency_masks"])]
     bins = g.bins.numpy()
     rows, bin_rows, curves = [], [], []
+
+    def record(rung_name, init, best, total_seconds):
+        diag = diagnose(best["model"], g, common, derive_seed(seed, "c2gmae", "diagnose"), t["sce_gamma"])
+        rows.append({"rung": rung_name, "init": init, "lr": best["lr"], "val_acc": best["val_acc"],
+                     "test_acc": best["test_acc"], "recon_loss": diag["recon_loss"],
+                     "consistency": diag["consistency"], "final_train_loss": best["losses"][-1],
+                     "bin_mask_count_sd": mask_count_sd(best["history"], bins), "train_seconds": total_seconds})
+
     for rung_name in s["rungs"]:
         best, total_seconds = None, 0.0
         for lr in t["lrs"]:
@@ -90,24 +135,27 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int) -> tuple[pd
             if best is None or val > best["val_acc"]:
                 best = {"val_acc": val, "test_acc": test, "lr": lr, "model": model, "history": history,
                         "losses": losses}
-        diag = diagnose(best["model"], g, common, derive_seed(seed, "c2gmae", "diagnose"), t["sce_gamma"])
+        record(rung_name, 0, best, total_seconds)
         cov = coverage_per_bin(best["history"], bins, e["coverage_window"])
-        rows.append({"rung": rung_name, "lr": best["lr"], "val_acc": best["val_acc"], "test_acc": best["test_acc"],
-                     "recon_loss": diag["recon_loss"], "consistency": diag["consistency"],
-                     "final_train_loss": best["losses"][-1], "train_seconds": total_seconds})
         bin_rows += [{"rung": rung_name, "bin": b, "coverage": float(c)} for b, c in enumerate(cov)]
         curves += [{"rung": rung_name, "epoch": i, "loss": v} for i, v in enumerate(best["losses"])]
-    return pd.DataFrame(rows), pd.DataFrame(bin_rows), pd.DataFrame(curves)
+        if rung_name in e["null_rungs"]:  # the retrain null: same rung, same rate, another init
+            start = time.perf_counter()
+            model, history, losses = train_rung(g, rung_name, best["lr"], s, seed, init=1)
+            seconds = time.perf_counter() - start
+            val, test = linear_probe(model.embed(g).numpy(), y, split, e["probe_c"])
+            record(rung_name, 1, {"val_acc": val, "test_acc": test, "lr": best["lr"], "model": model,
+                                  "history": history, "losses": losses}, seconds)
+    refs = pd.DataFrame(references(g.x.numpy(), y, split, s, seed))
+    return pd.DataFrame(rows), pd.DataFrame(bin_rows), pd.DataFrame(curves), refs
 
 
 def run(job) -> None:
     s = job.params
     seed = int(job.wildcards.seed)
     g, y = load_graph(job.input.graph, s)
-    rungs, bins, curves = train_ladder(g, y, s, seed)
-    for df in (rungs, bins, curves):
+    tables = dict(zip(("rungs", "bins", "curves", "refs"), train_ladder(g, y, s, seed)))
+    for name, df in tables.items():
         df.insert(0, "seed", seed)
         df.insert(0, "graph", job.wildcards.graph)
-    write_parquet(job.output.rungs, rungs)
-    write_parquet(job.output.bins, bins)
-    write_parquet(job.output.curves, curves)
+        write_parquet(job.output[name], df)
