@@ -138,6 +138,7 @@ rule rpg_encoder_eval:
     input:
         ranks=rules.rpg_encoder_localize.output.ranks,
         timing=rules.rpg_encoder_localize.output.timing,
+        tuning=rules.rpg_encoder_localize.output.tuning,
         changelog=rules.rpg_encoder_issues.output.changelog,
         inventory=rules.rpg_encoder_data.output.inventory,
         nodes=rules.rpg_encoder_train.output.nodes,

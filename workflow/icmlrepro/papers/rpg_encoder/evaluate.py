@@ -9,6 +9,8 @@ coverage, encoding time) repeat their single value and are not judged.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -77,7 +79,7 @@ def _slope(x, y) -> float:
 
 def build_metrics(p, acc: pd.DataFrame, tasks: pd.DataFrame, cov: pd.DataFrame, releases: pd.DataFrame,
                   equality: pd.DataFrame, commits: pd.DataFrame, stats: pd.DataFrame, timing: pd.DataFrame,
-                  changelog_source: str) -> MetricsFile:
+                  tuning: pd.DataFrame, changelog_source: str) -> MetricsFile:
     seeds = [int(s) for s in p["seeds"]]
     mf = MetricsFile("rpg_encoder", p["scale"], replicate="seed", replicates=seeds)
     a = acc.set_index(["seed", "method", "taskset", "variant", "subset", "level", "k"])["accuracy"].sort_index()
@@ -141,6 +143,7 @@ def build_metrics(p, acc: pd.DataFrame, tasks: pd.DataFrame, cov: pd.DataFrame, 
     _evolution_metrics(mf, seeds, releases, equality)
     _simulated_commit_metrics(mf, seeds, commits)
     _coverage_metrics(mf, seeds, cov)
+    _tuning_metrics(mf, seeds, tuning, p["tuning"])
     _timing_metrics(mf, seeds, stats, timing)
     return mf
 
@@ -260,6 +263,22 @@ def _coverage_metrics(mf: MetricsFile, seeds: list[int], cov: pd.DataFrame) -> N
                    description=f"{name} of {repo} ({len(g)} entities, all modules: one value)")
 
 
+def _tuning_metrics(mf: MetricsFile, seeds: list[int], tuning: pd.DataFrame, grids: dict) -> None:
+    """Per method, the share of seeds whose chosen setting puts a tuned weight (a knob with at least 3
+    grid values) at the smallest or largest value tried: there the grid may have cut the optimum off."""
+    chosen = tuning[tuning.chosen]
+    for method in METHODS:
+        wide = {k: (min(v), max(v)) for k, v in grids[method].items() if len(v) >= 3}
+        edge = []
+        for s in seeds:
+            row = chosen[(chosen.method == method) & (chosen.seed == s)]
+            params = json.loads(row.params_json.iloc[0]) if len(row) else {}
+            edge.append(float(any(params.get(k) in bounds for k, bounds in wide.items())) if params else np.nan)
+        mf.add(f"tuned_at_grid_edge.{method}", edge, unit="fraction", direction="none",
+               description=f"1 when the setting tuned for {method} has a weight with >= 3 grid values "
+                           f"({', '.join(wide) or 'none'}) at an end of its grid, per seed")
+
+
 def _timing_metrics(mf: MetricsFile, seeds: list[int], stats: pd.DataFrame, timing: pd.DataFrame) -> None:
     for r in stats.itertuples(index=False):
         mf.add(f"encode_seconds.{r.repo}", _repeat(r.seconds, seeds), unit="s", direction="lower", timing=True,
@@ -278,7 +297,7 @@ def run(job) -> None:
     source = changelog["source"].iloc[0] if len(changelog) else "none"
     mf = build_metrics(p, acc, tasks, cov, read_parquet(job.input.releases), read_parquet(job.input.equality),
                        read_parquet(job.input.commits), read_parquet(job.input.stats),
-                       read_parquet(job.input.timing), source)
+                       read_parquet(job.input.timing), read_parquet(job.input.tuning), source)
     write_parquet(job.output.accuracy, acc)
     write_parquet(job.output.coverage, cov)
     mf.write(job.output.metrics)
