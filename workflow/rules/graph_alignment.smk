@@ -1,9 +1,11 @@
 # Graph alignment as a GNN benchmark and pre-training task (resources/claims/graph_alignment.yaml).
-# graph_alignment_data -> graph_alignment_train (per seed: every model x source x noise)
+# graph_alignment_data -> graph_alignment_tune (per input: learning rate per model on the tuning stream)
+#   -> graph_alignment_train (per seed: every model x source x noise, headline input; extra inputs at the main noise)
 #   -> graph_alignment_transfer (PE regression, reconstruction) -> graph_alignment_eval -> graph_alignment_figures
 from icmlrepro.papers.graph_alignment.workflow_inputs import (
     graph_alignment_encoder_files,
     graph_alignment_score_files,
+    graph_alignment_tune_files,
 )
 
 
@@ -14,7 +16,7 @@ rule graph_alignment_data:
         stage="graph_alignment.data",
         spec=paths_spec,
         settings=settings_of("graph_alignment", "seeds", "sources", "noises", "n_nodes", "degree",
-                             "n_train_pairs", "n_test_pairs", "transfer"),
+                             "n_train_pairs", "n_test_pairs", "main_noise", "tune", "transfer"),
     log:
         "results/{scale}/graph_alignment/logs/graph_alignment_data.log",
     benchmark:
@@ -29,9 +31,35 @@ rule graph_alignment_data:
         STAGE
 
 
-rule graph_alignment_train:
+rule graph_alignment_tune:
     input:
         datasets=rules.graph_alignment_data.output.datasets,
+    output:
+        table="results/{scale}/graph_alignment/tune/{inputs}.parquet",
+    params:
+        stage="graph_alignment.tune",
+        spec=paths_spec,
+        settings=settings_of("graph_alignment", "models", "hidden", "layers", "heads", "max_degree", "epochs",
+                             "batch_size", "lr_grid"),
+    log:
+        "results/{scale}/graph_alignment/logs/graph_alignment_tune/{inputs}.log",
+    benchmark:
+        "results/{scale}/graph_alignment/benchmarks/graph_alignment_tune/{inputs}.tsv"
+    wildcard_constraints:
+        inputs="ones|degree",
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: (2000 if wildcards.scale != "paper" else 16000) * attempt,
+        runtime=lambda wildcards, attempt: (30 if wildcards.scale != "paper" else 1440) * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule graph_alignment_train:
+    input:
+        unpack(lambda wildcards: graph_alignment_tune_files(paper_settings(config, "graph_alignment", wildcards.scale))),
     output:
         scores="results/{scale}/graph_alignment/train/seed{seed}/scores.parquet",
         encoder="results/{scale}/graph_alignment/train/seed{seed}/encoder.pt",
@@ -39,7 +67,8 @@ rule graph_alignment_train:
         stage="graph_alignment.train",
         spec=paths_spec,
         settings=settings_of("graph_alignment", "sources", "noises", "models", "hidden", "layers", "heads",
-                             "max_degree", "epochs", "batch_size", "lr", "transfer"),
+                             "max_degree", "epochs", "batch_size", "input", "extra_inputs", "main_noise",
+                             "transfer"),
     log:
         "results/{scale}/graph_alignment/logs/graph_alignment_train/seed{seed}.log",
     benchmark:
@@ -63,7 +92,7 @@ rule graph_alignment_transfer:
         stage="graph_alignment.transfer",
         spec=paths_spec,
         settings=settings_of("graph_alignment", "seeds", "hidden", "layers", "heads", "max_degree", "batch_size",
-                             "transfer"),
+                             "input", "transfer"),
     log:
         "results/{scale}/graph_alignment/logs/graph_alignment_transfer.log",
     benchmark:
@@ -110,6 +139,7 @@ rule graph_alignment_figures:
         transfer="results/{scale}/graph_alignment/transfer/transfer.parquet",
     output:
         accuracy=report("results/{scale}/graph_alignment/figures/accuracy_vs_difficulty.png", caption="../../report/captions/graph_alignment.rst", category="graph_alignment"),
+        inputs=report("results/{scale}/graph_alignment/figures/inputs_at_main_noise.png", caption="../../report/captions/graph_alignment.rst", category="graph_alignment"),
         stability=report("results/{scale}/graph_alignment/figures/rank_stability_vs_difficulty.png", caption="../../report/captions/graph_alignment.rst", category="graph_alignment"),
         transfer=report("results/{scale}/graph_alignment/figures/transfer.png", caption="../../report/captions/graph_alignment.rst", category="graph_alignment"),
     params:

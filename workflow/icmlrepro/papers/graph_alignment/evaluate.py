@@ -1,9 +1,17 @@
 """From per-seed benchmark scores and transfer results to metrics.json (per-seed values throughout).
 
+Everything a claim reads is fixed before the run: the headline input (all-ones features, config
+``input``) and the main noise level (``main_noise``), at which the two model families are compared.
+Nothing is chosen by looking at the scores.
+
 Ranking stability at a difficulty: per seed, Kendall tau between that seed's ranking of the models
 (by top-1 recall) and the ranking by the mean of the other seeds, averaged over graph sources. The
-optimal difficulty is the noise level with the highest mean stability. The optimal-difficulty
-claim compares the best interior level with the better of the two extreme levels, per seed.
+optimal-difficulty claim compares the mean stability of the interior levels with the better of the
+two extreme levels, per seed (no interior level is picked after the fact); the argmax level is shown
+in the figure only.
+
+Calibration (checklist item 13): top-1 of the main isotropic baseline (GCN) at the main noise level,
+normalised so that chance is 0 and a perfect alignment 1, beside chance and the raw-degree reference.
 """
 
 from __future__ import annotations
@@ -16,10 +24,11 @@ from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from .alignment import leave_one_out_rank_stability
-from .data import PAPER
-from .models import ANISOTROPIC, ISOTROPIC
+from .data import PAPER, runs
+from .models import ANISOTROPIC, ISOTROPIC, REFERENCES
 
 SCORES = ("top1", "top3", "top5", "lap")
+MAIN_BASELINE = "gcn"
 
 
 def stability_table(scores: pd.DataFrame, seeds: list[int], models: list[str]) -> pd.DataFrame:
@@ -41,88 +50,147 @@ def optimal_noise(by_noise: pd.DataFrame) -> float:
     return float(by_noise.mean(axis=1).idxmax())
 
 
-def interior_minus_extremes(by_noise: pd.DataFrame) -> tuple[np.ndarray, float]:
+def interior_and_extremes(by_noise: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed: mean stability over the interior noise levels, and the better of the two extremes."""
     noises = sorted(by_noise.index)
     if len(noises) < 3:
         raise ValueError("the optimal-difficulty comparison needs at least three noise levels")
-    interior = by_noise.loc[noises[1:-1]]
-    best = float(interior.mean(axis=1).idxmax())
+    interior = by_noise.loc[noises[1:-1]].mean(axis=0).to_numpy()
     extremes = np.maximum(by_noise.loc[noises[0]].to_numpy(), by_noise.loc[noises[-1]].to_numpy())
-    return by_noise.loc[best].to_numpy() - extremes, best
+    return interior, extremes
 
 
-def family_gap(scores: pd.DataFrame, seeds: list[int], noise: float, col: str) -> np.ndarray:
-    """Per seed: mean score of the anisotropic models minus the isotropic ones at ``noise`` (mean over sources)."""
-    d = scores[scores.noise == noise]
-    m = d.groupby(["seed", "model"])[col].mean().unstack("model").loc[seeds]
+def family_means(scores: pd.DataFrame, seeds: list[int], col: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed: mean ``col`` of the anisotropic and of the isotropic models (mean over sources)."""
+    m = scores.groupby(["seed", "model"])[col].mean().unstack("model").loc[seeds]
     aniso = [x for x in ANISOTROPIC if x in m.columns]
     iso = [x for x in ISOTROPIC if x in m.columns]
-    return (m[aniso].mean(axis=1) - m[iso].mean(axis=1)).to_numpy()
+    return m[aniso].mean(axis=1).to_numpy(), m[iso].mean(axis=1).to_numpy()
 
 
-def max_difficulty_correlation(scores: pd.DataFrame, seeds: list[int]) -> np.ndarray:
-    """Per seed: the largest Spearman correlation of noise vs top-1 over models and sources (< 0: all degrade)."""
-    out = []
+def spearman_or_zero(x, y) -> float:
+    """Spearman rho; 0 for a constant series (a model at chance everywhere shows no trend)."""
+    return 0.0 if np.ptp(np.asarray(y, float)) == 0 else float(spearmanr(x, y).statistic)
+
+
+def difficulty_trend(scores: pd.DataFrame, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, mean over sources: Spearman of noise vs the models' mean top-1, and the largest
+    Spearman of noise vs top-1 over single models (< 0: every model degrades)."""
+    mean_rho, max_rho = [], []
     for seed in seeds:
         d = scores[scores.seed == seed]
-        rhos = [spearmanr(g.noise, g.top1).statistic for _, g in d.groupby(["source", "model"])]
-        out.append(float(np.nanmax(rhos)) if not np.all(np.isnan(rhos)) else np.nan)
-    return np.array(out)
+        per_source, per_model = [], []
+        for _, g in d.groupby("source"):
+            m = g.groupby("noise")["top1"].mean()
+            per_source.append(spearman_or_zero(m.index, m.values))
+            per_model += [spearman_or_zero(h.noise, h.top1) for _, h in g.groupby("model")]
+        mean_rho.append(float(np.mean(per_source)))
+        max_rho.append(float(np.max(per_model)))
+    return np.array(mean_rho), np.array(max_rho)
 
 
-def build_metrics(scores: pd.DataFrame, transfer: pd.DataFrame, p, seeds: list[int]) -> tuple[MetricsFile, pd.DataFrame]:
-    mf = MetricsFile(PAPER, p["scale"], replicate="seed", replicates=seeds)
-    models = list(p["models"])
-    s = scores.set_index(["source", "noise", "model", "seed"]).sort_index()
-    for source in p["sources"]:
-        for noise in p["noises"]:
-            for model in models:
-                for col in SCORES:
-                    mf.add(f"{col}.{source}.{model}@{noise:g}", [s.loc[(source, float(noise), model, seed), col] for seed in seeds],
-                           unit="fraction", direction="higher",
-                           description=f"{col} alignment score on held-out pairs ({model}, {source} graphs, noise {noise:g})")
-    stab = stability_table(scores, seeds, models)
+def add_scores(mf: MetricsFile, s: pd.DataFrame, plan, models: list[str], seeds: list[int]) -> None:
+    for inputs, source, noise in plan:
+        for model in [*models, *REFERENCES]:
+            for col in SCORES:
+                mf.add(f"{col}.{inputs}.{source}.{model}@{noise:g}",
+                       [s.loc[(inputs, source, noise, model, seed), col] for seed in seeds], unit="fraction",
+                       direction="higher", description=f"{col} alignment score on held-out pairs ({model}, "
+                                                       f"{inputs} input, {source} graphs, noise {noise:g})")
+
+
+def add_benchmark(mf: MetricsFile, scores: pd.DataFrame, p, seeds: list[int]) -> pd.DataFrame:
+    """Difficulty, stability, family and calibration metrics; returns the stability table."""
+    models, main = list(p["models"]), float(p["main_noise"])
+    head = scores[(scores.input == p["input"]) & scores.model.isin(models)]
+    stab = stability_table(head, seeds, models)
     by_noise = per_seed_stability(stab, seeds)
     for noise in p["noises"]:
-        mf.add(f"rank_stability@{noise:g}", by_noise.loc[float(noise)].to_numpy(), unit="Kendall tau", direction="higher",
-               description=f"leave-one-seed-out Kendall tau of the model ranking by top-1, mean over sources (noise {noise:g})")
-    best_noise = optimal_noise(by_noise)
-    gap, interior = interior_minus_extremes(by_noise)
-    mf.add("rank_stability_best_interior_minus_extremes", gap, unit="Kendall tau", direction="higher",
-           description=f"stability at the best interior noise ({interior:g}) minus the better of the easiest "
+        mf.add(f"rank_stability@{noise:g}", by_noise.loc[float(noise)].to_numpy(), unit="Kendall tau",
+               direction="higher", description=f"leave-one-seed-out Kendall tau of the model ranking by top-1, "
+                                               f"mean over sources ({p['input']} input, noise {noise:g})")
+    interior, extremes = interior_and_extremes(by_noise)
+    mf.add("rank_stability_interior", interior, unit="Kendall tau", direction="higher",
+           description="mean rank stability over the interior noise levels (0 = rankings carry no information)")
+    mf.add("rank_stability_interior_minus_extremes", interior - extremes, unit="Kendall tau", direction="higher",
+           description=f"mean stability of the interior levels minus the better of the easiest "
                        f"({min(p['noises']):g}) and hardest ({max(p['noises']):g}) levels")
-    mf.add("max_spearman_noise_vs_top1_over_models", max_difficulty_correlation(scores, seeds), unit="Spearman rho",
-           direction="lower", description="largest Spearman correlation between noise and top-1 over models and sources")
+    mean_rho, max_rho = difficulty_trend(head, seeds)
+    mf.add("spearman_noise_vs_mean_top1", mean_rho, unit="Spearman rho", direction="lower",
+           description="Spearman correlation of noise and the models' mean top-1, mean over sources")
+    mf.add("max_spearman_noise_vs_top1_over_models", max_rho, unit="Spearman rho", direction="lower",
+           description="largest Spearman correlation of noise and top-1 over single models and sources "
+                       "(0 for a model at the same score on every level)")
     for noise in p["noises"]:
-        mf.add(f"top1_anisotropic_minus_isotropic@{noise:g}", family_gap(scores, seeds, float(noise), "top1"),
-               unit="fraction", direction="higher",
-               description=f"mean top-1 of anisotropic minus isotropic models (noise {noise:g}, mean over sources)")
-    for col in ("top1", "lap"):
-        mf.add(f"{col}_anisotropic_minus_isotropic", family_gap(scores, seeds, best_noise, col), unit="fraction",
-               direction="higher",
-               description=f"mean {col} of anisotropic minus isotropic models at the optimal difficulty (noise {best_noise:g})")
+        a, i = family_means(head[head.noise == float(noise)], seeds, "top1")
+        mf.add(f"top1_anisotropic_minus_isotropic.{p['input']}@{noise:g}", a - i, unit="fraction",
+               direction="higher", description=f"mean top-1 of anisotropic minus isotropic models "
+                                               f"({p['input']} input, noise {noise:g}, mean over sources)")
+    for inputs in [p["input"], *p["extra_inputs"]]:
+        at_main = scores[(scores.input == inputs) & (scores.noise == main) & scores.model.isin(models)]
+        for col in ("top1", "lap"):
+            a, i = family_means(at_main, seeds, col)
+            for family, v in (("anisotropic", a), ("isotropic", i)):
+                mf.add(f"{col}_{family}.{inputs}", v, unit="fraction", direction="higher",
+                       description=f"mean {col} of the {family} models at the main noise {main:g} "
+                                   f"({inputs} input, mean over sources)")
+            mf.add(f"{col}_anisotropic_minus_isotropic.{inputs}", a - i, unit="fraction", direction="higher",
+                   description=f"mean {col} of anisotropic minus isotropic models at the main noise {main:g} "
+                               f"({inputs} input, mean over sources)")
+        ref = scores[(scores.input == inputs) & (scores.noise == main)]
+        by = ref.groupby(["seed", "model"])["top1"].mean().unstack("model").loc[seeds]
+        chance = by["chance"].to_numpy()
+        mf.add(f"calibration.{MAIN_BASELINE}_normalized_top1.{inputs}",
+               (by[MAIN_BASELINE].to_numpy() - chance) / (1 - chance), unit="fraction of chance-to-ceiling",
+               direction="higher", description=f"top-1 of the main baseline ({MAIN_BASELINE}) at the main noise "
+                                               f"{main:g}, 0 = chance, 1 = perfect ({inputs} input; aim 0.3-0.9)")
+    return stab
+
+
+def add_transfer(mf: MetricsFile, transfer: pd.DataFrame, seeds: list[int]) -> None:
     t = transfer.set_index(["task", "variant", "metric", "seed"]).sort_index()
 
     def tv(task, variant, metric):
         return np.array([t.loc[(task, variant, metric, seed), "value"] for seed in seeds])
 
-    for variant in ("none", "laplacian", "alignment"):
-        mf.add(f"regression_mae.{variant}_pe", tv("regression", variant, "mae"), unit="clustering coefficient",
-               direction="lower", description=f"test MAE of the transformer regressor, positional encoding: {variant}")
-    mf.add("mae_nope_minus_alignment_pe", tv("regression", "none", "mae") - tv("regression", "alignment", "mae"),
-           unit="clustering coefficient", direction="higher", description="MAE without PE minus with alignment PE")
-    mf.add("mae_laplacian_pe_minus_alignment_pe",
-           tv("regression", "laplacian", "mae") - tv("regression", "alignment", "mae"), unit="clustering coefficient",
-           direction="higher", description="MAE with Laplacian PE minus with alignment PE")
+    for variant in ("mean", "none", "laplacian", "alignment", "random_init"):
+        what = "predicting the training mean (trivial reference)" if variant == "mean" else \
+            f"the transformer regressor, positional encoding: {variant}"
+        mf.add(f"regression_mae.{variant}_pe" if variant != "mean" else "regression_mae.mean_predictor",
+               tv("regression", variant, "mae"), unit="clustering coefficient", direction="lower",
+               description=f"test MAE of {what}")
+    for base, label in (("none", "nope"), ("laplacian", "laplacian_pe")):
+        for pe in ("alignment", "random_init"):
+            mf.add(f"mae_{label}_minus_{pe}_pe", tv("regression", base, "mae") - tv("regression", pe, "mae"),
+                   unit="clustering coefficient", direction="higher",
+                   description=f"MAE with {base} PE minus with {pe} PE")
     for variant, suffix in (("pretrained", ""), ("random_init", "_random_init")):
         mf.add(f"reconstruction_balanced_accuracy{suffix}", tv("reconstruction", variant, "balanced_accuracy"),
                unit="fraction", direction="higher",
                description=f"edge/non-edge balanced accuracy over all node pairs of held-out graphs ({variant} encoder)")
         mf.add(f"reconstruction_accuracy{suffix}", tv("reconstruction", variant, "accuracy"), unit="fraction",
                direction="higher", description=f"edge/non-edge accuracy over all node pairs ({variant} encoder)")
+
+
+def add_tuning(mf: MetricsFile, tuning: pd.DataFrame, seeds: list[int]) -> None:
+    """The chosen learning rate per (input, model), the same for every seed; grid edges named."""
+    for r in tuning[tuning.chosen].itertuples():
+        edge = " -- at the edge of the grid" if r.at_edge else ""
+        mf.add(f"tuned_lr.{r.input}.{r.model}", [float(r.lr)] * len(seeds), unit="learning rate", direction="none",
+               description=f"Adam learning rate chosen on the tuning stream's validation loss{edge}")
+
+
+def build_metrics(scores: pd.DataFrame, transfer: pd.DataFrame, tuning: pd.DataFrame, p,
+                  seeds: list[int]) -> tuple[MetricsFile, pd.DataFrame]:
+    mf = MetricsFile(PAPER, p["scale"], replicate="seed", replicates=seeds)
+    s = scores.set_index(["input", "source", "noise", "model", "seed"]).sort_index()
+    add_scores(mf, s, runs(p), list(p["models"]), seeds)
+    stab = add_benchmark(mf, scores, p, seeds)
+    add_transfer(mf, transfer, seeds)
+    add_tuning(mf, tuning, seeds)
     mf.add("train_seconds_per_seed", scores.groupby("seed")["train_seconds"].sum().loc[seeds].to_numpy(), unit="s",
            direction="lower", timing=True, description="wall time training all models on all datasets of a seed")
-    stab["optimal"] = stab.noise == best_noise
+    stab["optimal"] = stab.noise == optimal_noise(per_seed_stability(stab, seeds))
     return mf, stab
 
 
@@ -130,7 +198,8 @@ def run(job) -> None:
     p = job.params
     seeds = [int(x) for x in p["seeds"]]
     scores = pd.concat([read_parquet(job.input[f"scores_seed{s}"]) for s in seeds], ignore_index=True)
-    mf, stab = build_metrics(scores, read_parquet(job.input.transfer), p, seeds)
+    tuning = pd.concat([read_parquet(v) for k, v in job.input.items() if k.startswith("tune_")], ignore_index=True)
+    mf, stab = build_metrics(scores, read_parquet(job.input.transfer), tuning, p, seeds)
     write_parquet(job.output.scores, scores)
     write_parquet(job.output.stability, stab)
     mf.write(job.output.metrics)

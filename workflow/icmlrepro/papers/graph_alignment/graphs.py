@@ -2,7 +2,10 @@
 
 Base graphs come from Erdos-Renyi generators (p = degree / (n - 1)) or from connected BFS subgraphs
 of the real graphs networkx ships (karate club, Les Miserables, Davis southern women, Florentine
-families). The corruption removes each edge with probability ``noise`` and adds each non-edge with
+families). Training and test pairs never share a real node: each real graph's nodes are split into
+a train part and a test part (``split_real``), and a subgraph is grown inside one part only; every
+real pair records its origin (graph index, original node ids) so the split can be audited. The
+corruption removes each edge with probability ``noise`` and adds each non-edge with
 probability ``noise * m / (N - m)`` (m edges, N = n(n-1)/2 pairs), so the expected number of edges,
 hence the density, is unchanged; ``noise`` is the difficulty. The corrupted copy's nodes are shuffled
 so that no model or matcher can profit from the node order: ``perm[i]`` is the corrupted-graph index
@@ -35,33 +38,96 @@ def er_graph(n: int, degree: float, rng: np.random.Generator) -> np.ndarray:
     return edges_of(g)
 
 
-def bfs_subgraph(graphs: list[nx.Graph], n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """A connected subgraph of ``n`` nodes grown breadth-first (random neighbour order) from a random node."""
-    big = [g for g in graphs if g.number_of_nodes() >= n]
-    if not big:
-        raise ValueError(f"no real graph has {n} nodes (largest: {max(g.number_of_nodes() for g in graphs)})")
-    g = big[int(rng.integers(len(big)))]
-    start = int(rng.integers(g.number_of_nodes()))
-    seen, frontier = [start], [start]
+def split_real(graphs: list[nx.Graph], rng: np.random.Generator, attempts: int = 16) -> dict[str, list]:
+    """Per real graph, two node-disjoint connected halves: one for training pairs, one for test pairs.
+
+    Two regions grow breadth-first, one node at a time in turn, from a random node and a node farthest
+    from it; a node joins the region that reaches it first, so both regions stay connected (a plain
+    BFS ball as test part leaves a train remainder in fragments). Of ``attempts`` such splits the most
+    balanced is kept; which region is the test part is a coin flip. Returns {"train": [...], "test":
+    [...]}, each a list of (graph index, induced subgraph with the original node labels). Nodes no
+    region reaches (other components) are left out.
+    """
+    parts = {"train": [], "test": []}
+    for gi, g in enumerate(graphs):
+        regions = min((_two_regions(g, rng) for _ in range(attempts)), key=lambda r: abs(len(r[0]) - len(r[1])))
+        test = int(rng.integers(2))
+        parts["test"].append((gi, g.subgraph(regions[test]).copy()))
+        parts["train"].append((gi, g.subgraph(regions[1 - test]).copy()))
+    return parts
+
+
+def _two_regions(g: nx.Graph, rng: np.random.Generator) -> list[list[int]]:
+    a = int(rng.integers(g.number_of_nodes()))
+    dist = nx.single_source_shortest_path_length(g, a)
+    farthest = sorted(v for v, d in dist.items() if d == max(dist.values()))
+    b = int(farthest[int(rng.integers(len(farthest)))])
+    if b == a:  # an isolated start node: everything else is out of reach
+        return [[a], []]
+    regions, owner = [[a], [b]], {a: 0, b: 1}
+    frontiers = [[a], [b]]
+    turn = 0
+    while any(frontiers):
+        f = frontiers[turn]
+        while f:  # the next node this region takes: an unowned neighbour of its oldest frontier node
+            free = sorted(set(g.neighbors(f[0])) - owner.keys())
+            if free:
+                v = int(free[int(rng.integers(len(free)))])
+                owner[v] = turn
+                regions[turn].append(v)
+                f.append(v)
+                break
+            f.pop(0)
+        turn = 1 - turn
+    return regions
+
+
+def _bfs_nodes(g: nx.Graph, start: int, n: int, rng: np.random.Generator) -> list[int]:
+    """Up to ``n`` nodes reached breadth-first from ``start`` (neighbours in random order)."""
+    seen, frontier, member = [start], [start], {start}
     while frontier and len(seen) < n:
         nxt = []
         for u in frontier:
-            nb = [v for v in g.neighbors(u) if v not in seen]
-            for v in rng.permutation(nb).tolist() if nb else []:
-                if len(seen) < n and v not in seen:
+            for v in rng.permutation(sorted(set(g.neighbors(u)) - member)).tolist():
+                if len(seen) < n and v not in member:
                     seen.append(int(v))
+                    member.add(int(v))
                     nxt.append(int(v))
         frontier = nxt
-    sub = nx.convert_node_labels_to_integers(g.subgraph(seen).copy())
-    return edges_of(sub), sub.number_of_nodes()
+    return seen
 
 
-def base_graph(source: str, n: int, degree: float, rng: np.random.Generator, real=None) -> tuple[np.ndarray, int]:
-    """Edges and node count of one base graph (a BFS subgraph may stop short of ``n`` in a small component)."""
+def bfs_subgraph(part: list, n: int, rng: np.random.Generator) -> tuple[np.ndarray, int, int, np.ndarray]:
+    """A connected ``n``-node subgraph grown breadth-first inside one part of the real graphs.
+
+    ``part``: (graph index, graph) as ``split_real`` gives (a plain list of graphs is read as one part
+    holding all of them). The start node lies in a connected component of at least ``n`` nodes, so the
+    subgraph has exactly ``n`` nodes. Returns edges (relabelled 0..n-1), n, the graph index and the
+    original node labels (``nodes[i]`` is new node i).
+    """
+    part = [x if isinstance(x, tuple) else (i, x) for i, x in enumerate(part)]
+    big = [(gi, c) for gi, g in part for c in nx.connected_components(g) if len(c) >= n]
+    if not big:
+        largest = max((len(c) for _, g in part for c in nx.connected_components(g)), default=0)
+        raise ValueError(f"no connected piece of the real graphs has {n} nodes (largest: {largest})")
+    graph_ids = sorted({gi for gi, _ in big})
+    gi = graph_ids[int(rng.integers(len(graph_ids)))]  # each graph equally likely, then a component
+    comps = [sorted(c) for g_, c in big if g_ == gi]
+    comp = comps[int(rng.integers(len(comps)))]
+    g = dict(part)[gi]
+    seen = _bfs_nodes(g, int(comp[int(rng.integers(len(comp)))]), n, rng)
+    mapping = {v: i for i, v in enumerate(seen)}
+    sub = nx.relabel_nodes(g.subgraph(seen), mapping)
+    return edges_of(sub), len(seen), gi, np.array(seen, dtype=np.int64)
+
+
+def base_graph(source: str, n: int, degree: float, rng: np.random.Generator, real=None) -> dict:
+    """Edges and node count of one base graph; real pairs also carry ``graph`` and ``nodes`` (origin)."""
     if source == "er":
-        return er_graph(n, degree, rng), n
+        return {"base": er_graph(n, degree, rng), "n": n}
     if source == "real":
-        return bfs_subgraph(real if real is not None else real_graphs(), n, rng)
+        edges, n, gi, nodes = bfs_subgraph(real if real is not None else real_graphs(), n, rng)
+        return {"base": edges, "n": n, "graph": gi, "nodes": nodes}
     raise ValueError(f"unknown graph source {source!r} (known: {', '.join(SOURCES)})")
 
 
@@ -86,9 +152,11 @@ def permute(edges: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.nda
 
 
 def make_pair(source: str, n: int, degree: float, noise: float, rng: np.random.Generator, real=None) -> dict:
-    base, n = base_graph(source, n, degree, rng, real)
-    corr, perm = permute(corrupt(base, n, noise, rng), n, rng)
-    return {"n": n, "base": base, "corrupted": corr, "perm": perm}
+    """A base graph, its corrupted shuffled copy and ``perm``; ``real``: the part of the real graphs to
+    draw from (``split_real``), all of them when None."""
+    pair = base_graph(source, n, degree, rng, real)
+    pair["corrupted"], pair["perm"] = permute(corrupt(pair["base"], pair["n"], noise, rng), pair["n"], rng)
+    return pair
 
 
 def adjacency(edges: np.ndarray, n: int) -> np.ndarray:

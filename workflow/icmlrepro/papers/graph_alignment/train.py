@@ -1,9 +1,13 @@
-"""Train every model of the zoo on every alignment dataset (source x noise) of one seed.
+"""Train every model of the zoo on every alignment dataset of one seed, with its tuned learning rate.
 
-All models get the same budget (epochs, batch size, learning rate, width, depth): the benchmark
-compares layer types, not tuning effort. Each (source, noise, model) run is scored on the held-out
-pairs of its dataset: top-1/3/5 recall and LAP accuracy, averaged over pairs. The model trained on
-the transfer dataset (claims: pre-training) is saved for the transfer stage.
+All models get the same budget (epochs, batch size, width, depth) and the same learning-rate grid,
+tuned per model and input on a separate tuning stream (``tune.py``): the benchmark compares layer
+types, not tuning effort. The headline input (all-ones features) runs over every (source, noise);
+each extra input (degree embeddings) runs at the main noise level. Each run is scored on the held-out
+pairs of its dataset: top-1/3/5 recall and LAP accuracy, averaged over pairs. Beside the models, two
+references are scored on the same pairs: chance (a random score matrix) and ``degree_reference``,
+which matches nodes on raw degrees alone (no message passing). The model trained on the transfer
+dataset is saved for the transfer stage.
 """
 
 from __future__ import annotations
@@ -14,19 +18,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, write_parquet
+from icmlrepro.core.io import atomic_path, read_parquet, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .alignment import alignment_loss, dense_similarity, pair_scores
 from .batching import loader, node_batches
-from .data import PAPER, dataset_key
-from .models import build
-
+from .data import PAPER, dataset_key, runs
+from .models import REFERENCES, build, degree_histogram
 
 def embed_pairs(model, batch):
     bb, bc = node_batches(batch)
-    hb = model(batch.edge_index_b, batch.num_nodes)
-    hc = model(batch.edge_index_c, batch.num_nodes)
+    hb = model(batch.edge_index_b, batch.num_nodes, bb)
+    hc = model(batch.edge_index_c, batch.num_nodes, bc)
     return dense_similarity(hb, bb, hc, bc)
 
 
@@ -37,9 +40,9 @@ def dense_target(batch, n_max: int) -> torch.Tensor:
     return target
 
 
-def fit(model, pairs: list[dict], p, seed: int) -> list[float]:
+def fit(model, pairs: list[dict], p, seed: int, lr: float) -> list[float]:
     """Adam on the siamese alignment loss with PyG mini-batches; returns the mean loss per epoch."""
-    opt = torch.optim.Adam(model.parameters(), lr=p["lr"])
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     data = loader(pairs, p["batch_size"], shuffle=True, seed=seed)
     history = []
     model.train()
@@ -58,45 +61,81 @@ def fit(model, pairs: list[dict], p, seed: int) -> list[float]:
 
 @torch.no_grad()
 def score(model, pairs: list[dict], batch_size: int) -> dict[str, float]:
-    """Mean over held-out pairs of top-1/3/5 recall and LAP accuracy."""
+    """Mean over held-out pairs of top-1/3/5 recall, LAP accuracy and the alignment loss."""
     model.eval()
     rows = []
     for batch in loader(pairs, batch_size, shuffle=False, seed=0):
-        sim, mb, _ = embed_pairs(model, batch)
+        sim, mb, mc = embed_pairs(model, batch)
         target = dense_target(batch, sim.shape[1])
+        loss = float(alignment_loss(sim, mb, mc, target))
         for g in range(sim.shape[0]):
             n = int(mb[g].sum())
-            rows.append(pair_scores(sim[g, :n, :n].double().numpy(), target[g, :n].numpy()))
+            rows.append({**pair_scores(sim[g, :n, :n].double().numpy(), target[g, :n].numpy()), "loss": loss})
     return pd.DataFrame(rows).mean().to_dict()
 
 
-def train_seed(datasets: dict, seed: int, p) -> tuple[pd.DataFrame, dict]:
+def reference_scores(pairs: list[dict], ks=(1, 3, 5)) -> dict[str, dict[str, float]]:
+    """Chance (expected scores of a random, tie-free score matrix: top-k = k/n, LAP = 1/n) and the raw
+    degree reference (S_ij = -|deg_i - deg_j|, ties counted against it as for every model)."""
+    chance, degree = [], []
+    for pair in pairs:
+        n = int(pair["n"])
+        chance.append({**{f"top{k}": min(k, n) / n for k in ks}, "lap": 1.0 / n})
+        db = np.bincount(pair["base"].numpy().reshape(-1), minlength=n)
+        dc = np.bincount(pair["corrupted"].numpy().reshape(-1), minlength=n)
+        degree.append(pair_scores(-np.abs(db[:, None] - dc[None, :]).astype(float), pair["perm"].numpy(), ks))
+    return {"chance": pd.DataFrame(chance).mean().to_dict(), "degree_reference": pd.DataFrame(degree).mean().to_dict()}
+
+
+def pna_histogram(pairs: list[dict], p) -> torch.Tensor:
+    return degree_histogram([(q["base"], q["n"]) for q in pairs], p["max_degree"])
+
+
+def train_one(kind: str, inputs: str, split: dict, p, lr: float, seed: int, *keys) -> tuple[object, dict]:
+    """Train one model on a split's training pairs; its scores on the split's test pairs."""
+    seed_everything(derive_seed(seed, PAPER, "train", *keys, kind, inputs))
+    model = build(kind, p, inputs, pna_histogram(split["train"], p))
+    t0 = time.perf_counter()
+    history = fit(model, split["train"], p, derive_seed(seed, PAPER, "batches", *keys, kind, inputs), lr)
+    seconds = time.perf_counter() - t0
+    return model, {"final_train_loss": history[-1], "train_seconds": seconds, **score(model, split["test"], p["batch_size"])}
+
+
+def train_seed(datasets: dict, seed: int, p, lrs: dict) -> tuple[pd.DataFrame, dict]:
+    """Scores of every (input, source, noise, model) and the references, and the transfer encoder."""
     rows, encoder = [], None
     t = p["transfer"]
-    for source in p["sources"]:
-        for noise in p["noises"]:
-            split = datasets[dataset_key(source, noise)]
-            for kind in p["models"]:
-                seed_everything(derive_seed(seed, PAPER, "train", source, noise, kind))
-                model = build(kind, p)
-                t0 = time.perf_counter()
-                history = fit(model, split["train"], p, derive_seed(seed, PAPER, "batches", source, noise, kind))
-                seconds = time.perf_counter() - t0
-                rows.append({"seed": seed, "source": source, "noise": float(noise), "model": kind,
-                             "final_train_loss": history[-1], "train_seconds": seconds,
-                             **score(model, split["test"], p["batch_size"])})
-                if (source, float(noise), kind) == (t["source"], float(t["noise"]), t["model"]):
-                    encoder = {k: v.clone() for k, v in model.state_dict().items()}
+    for inputs, source, noise in runs(p):
+        split = datasets[dataset_key(source, noise)]
+        key = {"seed": seed, "input": inputs, "source": source, "noise": noise}
+        for ref, scores in reference_scores(split["test"]).items():
+            rows.append({**key, "model": ref, "lr": np.nan, "final_train_loss": np.nan, "train_seconds": 0.0,
+                         "loss": np.nan, **scores})
+        for kind in p["models"]:
+            lr = lrs[(inputs, kind)]
+            model, scores = train_one(kind, inputs, split, p, lr, seed, source, noise)
+            rows.append({**key, "model": kind, "lr": lr, **scores})
+            if (inputs, source, noise, kind) == (p["input"], t["source"], float(p["main_noise"]), t["model"]):
+                encoder = {"state": {k: v.clone() for k, v in model.state_dict().items()},
+                           "deg_hist": pna_histogram(split["train"], p)}
     if encoder is None:
-        raise ValueError(f"transfer encoder {t['model']} on {t['source']}@{t['noise']} is not in the grid "
-                         "(transfer.model must be in models, transfer.source in sources, transfer.noise in noises)")
+        raise ValueError(f"transfer encoder {t['model']} on {t['source']}@{p['main_noise']} is not in the grid "
+                         "(transfer.model must be in models, transfer.source in sources, main_noise in noises)")
     return pd.DataFrame(rows), encoder
+
+
+def tuned_lrs(paths) -> dict:
+    """{(input, model): learning rate} from the tuning tables."""
+    table = pd.concat([read_parquet(x) for x in paths], ignore_index=True)
+    chosen = table[table.chosen]
+    return {(r.input, r.model): float(r.lr) for r in chosen.itertuples()}
 
 
 def run(job) -> None:
     seed = int(job.wildcards.seed)
     data = torch.load(job.input.datasets, weights_only=True)[seed]
-    table, encoder = train_seed(data["alignment"], seed, job.params)
+    lrs = tuned_lrs([v for k, v in job.input.items() if k.startswith("tune_")])
+    table, encoder = train_seed(data["alignment"], seed, job.params, lrs)
     write_parquet(job.output.scores, table)
     with atomic_path(job.output.encoder) as tmp:
         torch.save(encoder, tmp)

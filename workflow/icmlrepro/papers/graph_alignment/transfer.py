@@ -1,10 +1,13 @@
 """Alignment pre-training transferred: node embeddings as positional encodings, and graph reconstruction.
 
 Positional encodings: a small transformer encoder (no adjacency; nodes are tokens with a degree
-embedding) predicts each graph's average clustering coefficient. Three variants with the same
+embedding) predicts each graph's average clustering coefficient. Four variants with the same
 architecture, budget and seed differ only in the positional encoding added to the tokens: none,
-Laplacian eigenvectors (random sign flips in training, the usual LapPE recipe), or the frozen
-alignment-pretrained GNN's node embeddings. Reported: test MAE.
+Laplacian eigenvectors (random sign flips in training, the usual LapPE recipe), the frozen
+alignment-pretrained GNN's node embeddings, and -- the control without the claimed cause -- the same
+GNN with random initial weights (a random message-passing network already gives structural features;
+pre-training must beat it). Reported: test MAE, and the MAE of predicting the training mean (trivial
+reference).
 
 Reconstruction: from the frozen embeddings of held-out graphs, an MLP on node-pair features
 [h_u * h_v, |h_u - h_v|] classifies every node pair as edge / non-edge. Reported: accuracy over all
@@ -26,7 +29,7 @@ from .batching import undirected
 from .data import PAPER
 from .models import build
 
-PE_VARIANTS = ("none", "laplacian", "alignment")
+PE_VARIANTS = ("none", "laplacian", "alignment", "random_init")
 
 
 @torch.no_grad()
@@ -74,7 +77,7 @@ class SetTransformerRegressor(nn.Module):
         return self.out(h).squeeze(-1)
 
 
-def regression_data(graphs: list[dict], variant: str, encoder, k: int):
+def regression_data(graphs: list[dict], variant: str, encoders: dict, k: int):
     from torch_geometric.data import Data
     from torch_geometric.utils import degree
 
@@ -84,8 +87,8 @@ def regression_data(graphs: list[dict], variant: str, encoder, k: int):
         ei = undirected(edges)
         if variant == "laplacian":
             pe = laplacian_pe(edges, n, k)
-        elif variant == "alignment":
-            pe = node_embeddings(encoder, edges, n)
+        elif variant in encoders:  # alignment-pretrained or random-init GNN embeddings
+            pe = node_embeddings(encoders[variant], edges, n)
         else:
             pe = torch.zeros(n, 0)
         out.append(Data(deg=degree(ei[0], n, dtype=torch.long), pe=pe, y=torch.tensor([float(g["y"])]),
@@ -93,13 +96,13 @@ def regression_data(graphs: list[dict], variant: str, encoder, k: int):
     return out
 
 
-def regression_mae(sets: dict, variant: str, encoder, seed: int, p) -> float:
+def regression_mae(sets: dict, variant: str, encoders: dict, seed: int, p) -> float:
     """Train the transformer with one PE variant; test MAE of the average clustering coefficient."""
     from torch_geometric.loader import DataLoader
 
     t = p["transfer"]
-    train = regression_data(sets["train"], variant, encoder, t["lap_k"])
-    test = regression_data(sets["test"], variant, encoder, t["lap_k"])
+    train = regression_data(sets["train"], variant, encoders, t["lap_k"])
+    test = regression_data(sets["test"], variant, encoders, t["lap_k"])
     y = torch.cat([d.y for d in train])
     mu, sd = y.mean(), y.std().clamp(min=1e-6)
     seed_everything(derive_seed(seed, PAPER, "regression", variant))
@@ -165,16 +168,25 @@ def reconstruction(sets: dict, encoder, seed: int, p) -> dict[str, float]:
     return {"accuracy": float((pred == yt).float().mean()), "balanced_accuracy": (tpr + tnr) / 2}
 
 
-def transfer_seed(data: dict, state: dict, seed: int, p) -> pd.DataFrame:
+def mean_predictor_mae(sets: dict) -> float:
+    """Test MAE of predicting the training mean for every graph: the trivial reference."""
+    mu = np.mean([g["y"] for g in sets["train"]])
+    return float(np.mean([abs(g["y"] - mu) for g in sets["test"]]))
+
+
+def transfer_seed(data: dict, saved: dict, seed: int, p) -> pd.DataFrame:
+    """Regression MAE per PE variant and reconstruction scores of the pretrained and random encoders,
+    both built for the headline input (all-ones features)."""
     t = p["transfer"]
-    pretrained = build(t["model"], p)
-    pretrained.load_state_dict(state)
+    pretrained = build(t["model"], p, p["input"], saved["deg_hist"])
+    pretrained.load_state_dict(saved["state"])
     seed_everything(derive_seed(seed, PAPER, "random_encoder"))
-    random_init = build(t["model"], p)
-    rows = []
+    random_init = build(t["model"], p, p["input"], saved["deg_hist"])
+    encoders = {"alignment": pretrained, "random_init": random_init}
+    rows = [{"task": "regression", "variant": "mean", "metric": "mae", "value": mean_predictor_mae(data["regression"])}]
     for variant in PE_VARIANTS:
         rows.append({"task": "regression", "variant": variant, "metric": "mae",
-                     "value": regression_mae(data["regression"], variant, pretrained, seed, p)})
+                     "value": regression_mae(data["regression"], variant, encoders, seed, p)})
     for variant, enc in (("pretrained", pretrained), ("random_init", random_init)):
         for metric, value in reconstruction(data["reconstruction"], enc, seed, p).items():
             rows.append({"task": "reconstruction", "variant": variant, "metric": metric, "value": value})

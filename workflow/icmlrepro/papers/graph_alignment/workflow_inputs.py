@@ -8,6 +8,19 @@ def _seed_files(settings: dict, name: str, prefix: str) -> dict[str, str]:
     return {f"{prefix}_seed{s}": f"results/{scale}/graph_alignment/train/seed{s}/{name}" for s in settings["seeds"]}
 
 
+def graph_alignment_inputs(settings: dict) -> list[str]:
+    """The headline input first, then the extra inputs (each tuned in its own job)."""
+    return [settings["input"], *settings["extra_inputs"]]
+
+
+def graph_alignment_tune_files(settings: dict) -> dict[str, str]:
+    """Inputs of ``graph_alignment_train``: the datasets and the tuning table of every input."""
+    scale = settings["scale"]
+    return {"datasets": f"results/{scale}/graph_alignment/data/datasets.pt",
+            **{f"tune_{x}": f"results/{scale}/graph_alignment/tune/{x}.parquet"
+               for x in graph_alignment_inputs(settings)}}
+
+
 def graph_alignment_encoder_files(settings: dict) -> dict[str, str]:
     """Inputs of ``graph_alignment_transfer``: the datasets and one pretrained encoder per seed."""
     return {"datasets": f"results/{settings['scale']}/graph_alignment/data/datasets.pt",
@@ -15,6 +28,9 @@ def graph_alignment_encoder_files(settings: dict) -> dict[str, str]:
 
 
 def graph_alignment_score_files(settings: dict) -> dict[str, str]:
-    """Inputs of ``graph_alignment_eval``: the benchmark scores of every seed and the transfer table."""
+    """Inputs of ``graph_alignment_eval``: the benchmark scores of every seed, the transfer table and
+    the tuning tables (the chosen learning rates are reported)."""
+    tune = graph_alignment_tune_files(settings)
+    tune.pop("datasets")
     return {"transfer": f"results/{settings['scale']}/graph_alignment/transfer/transfer.parquet",
-            **_seed_files(settings, "scores.parquet", "scores")}
+            **_seed_files(settings, "scores.parquet", "scores"), **tune}
