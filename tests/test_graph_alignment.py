@@ -10,7 +10,7 @@ import torch
 
 from icmlrepro.core import verdicts as V
 from icmlrepro.core.claims import load_claims
-from icmlrepro.core.metrics import Metric, MetricsFile
+from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.papers.graph_alignment import alignment as A
 from icmlrepro.papers.graph_alignment import data as D
 from icmlrepro.papers.graph_alignment import evaluate as E
@@ -23,6 +23,7 @@ from icmlrepro.papers.graph_alignment.transfer import laplacian_pe
 from icmlrepro.papers.graph_alignment.tune import choose
 
 from .conftest import check_smoke_paper
+from .test_claims_registry import substitute_controls
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -289,15 +290,6 @@ def test_each_claim_has_a_control_or_a_reason():
     assert controlled == {"anisotropic_better": ("top1_isotropic.ones",),
                           "pe_for_regression": ("mae_nope_minus_random_init_pe",),
                           "reconstruction_98": ("reconstruction_balanced_accuracy_random_init",)}
-
-
-def substitute_controls(claim, mf: MetricsFile) -> MetricsFile:
-    """``mf`` with every controlled metric replaced by its control's per-seed values."""
-    out = MetricsFile(mf.paper, mf.scale, mf.replicate, list(mf.replicates), dict(mf.metrics))
-    for c in claim.conditions:
-        if c.control:
-            out.metrics[c.metric] = Metric(list(mf.metrics[c.control].values))
-    return out
 
 
 def test_a_control_in_the_metric_place_is_not_reproduced():
