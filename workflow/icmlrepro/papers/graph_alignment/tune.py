@@ -3,8 +3,8 @@
 On the tuning stream (its own seed and real-node split; ``data.tuning_set``), each model is trained
 with every learning rate of ``lr_grid`` for the same epochs as in the benchmark and scored on the
 stream's validation pairs. The rate with the lowest validation alignment loss is kept (the loss is
-continuous, so top-1 ties between rates do not decide; an exact tie, as for a model that cannot tell
-nodes apart, goes to the grid's middle value). ``at_edge`` marks a choice at the end of the grid, where
+continuous, so top-1 ties between rates do not decide; a tie to 4 decimals, as for a model that
+cannot tell nodes apart, goes to the grid's middle value). ``at_edge`` marks a choice at the end of the grid, where
 the optimum may lie outside it; the evaluation reports those.
 """
 
@@ -17,17 +17,20 @@ from icmlrepro.core.io import write_parquet
 
 from .train import train_one
 
+LOSS_DECIMALS = 4
+
 
 def choose(table: pd.DataFrame, grid) -> pd.DataFrame:
-    """Mark the chosen rate per model: lowest validation loss, exact ties to the grid's middle."""
+    """Mark the chosen rate per model: lowest validation loss, ties (4 decimals) to the grid's middle."""
     grid = sorted(float(x) for x in grid)
     middle = (len(grid) - 1) / 2
     table = table.copy()
     table["grid_distance"] = [abs(grid.index(float(lr)) - middle) for lr in table.lr]
-    best = table.sort_values(["model", "loss", "grid_distance"]).groupby("model").head(1).index
+    table["rounded_loss"] = table.loss.round(LOSS_DECIMALS)  # float32 noise on equal losses is a tie
+    best = table.sort_values(["model", "rounded_loss", "grid_distance"]).groupby("model").head(1).index
     table["chosen"] = table.index.isin(best)
     table["at_edge"] = table.chosen & table.lr.isin([grid[0], grid[-1]])
-    return table.drop(columns="grid_distance")
+    return table.drop(columns=["grid_distance", "rounded_loss"])
 
 
 def tune(split: dict, inputs: str, p) -> pd.DataFrame:
