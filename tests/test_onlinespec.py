@@ -237,6 +237,12 @@ def test_hedge_weights_on_a_hand_computed_loss_sequence(models, feedback, monkey
     assert torch.allclose(_flat(arm.draft), mix.float(), atol=1e-6)
 
 
+def test_every_tuned_arm_gets_a_tuning_job():
+    from icmlrepro.papers.onlinespec.workflow_inputs import onlinespec_tuned_arms
+
+    assert onlinespec_tuned_arms == L.TUNED and "offline" not in L.TUNED
+
+
 def test_grid_optimum_names_interior_and_edge_optima():
     grid = [0.01, 0.1, 1.0, 10.0]
     rows = ([{"arm": "a", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.5, 2.0, 1.8, 1.1])]
@@ -291,8 +297,10 @@ OS = Path("results/smoke/onlinespec")
 
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
-    check_smoke_paper(smoke_run, "onlinespec", ("acceptance_per_chunk.png", "speedup_per_arm.png", "tuning_grid.png"),
-                      lambda name: name.startswith(("speedup.", "cost_model_speedup.", "draft_target")))
+    check_smoke_paper(smoke_run, "onlinespec",
+                      ("acceptance_per_chunk.png", "speedup_per_arm.png", "tuning_grid.png", "kernels.png"),
+                      lambda name: name.startswith(("speedup.", "cost_model_speedup.", "draft_target", "kernel_ms.",
+                                                    "kernel_torch_ms.", "kernel_bandwidth_share.")))
 
 
 @pytest.mark.integration

@@ -1,11 +1,13 @@
 # OnlineSPEC: draft models that learn online from verification feedback (resources/claims/onlinespec.yaml).
 # lm_train (target and offline draft) -> onlinespec_stream (seed; prompts + the target's verification
-# feedback) -> onlinespec_tune (tuning stream: effective step per arm, interior or at a grid edge) ->
+# feedback) -> onlinespec_tune (tuning stream, one job per learning arm: its effective step, interior or at
+# a grid edge) ->
 # onlinespec_train (seed: every arm through the stream, timed) -> onlinespec_eval -> onlinespec_figures.
 # Decoding rules are GPU-tagged.
 from icmlrepro.papers.onlinespec.workflow_inputs import (
     onlinespec_learning,
     onlinespec_tables,
+    onlinespec_tuned_arms,
     onlinespec_tuned_steps,
 )
 
@@ -43,15 +45,17 @@ rule onlinespec_tune:
         target="results/{scale}/lm/models/target",
         draft="results/{scale}/lm/models/draft",
     output:
-        steps="results/{scale}/onlinespec/tune/seed{seed}.json",
+        steps="results/{scale}/onlinespec/tune/seed{seed}_{arm}.json",
     params:
         stage="onlinespec.tune",
         spec=paths_spec,
         settings=settings_of("onlinespec", *onlinespec_learning),
     log:
-        "results/{scale}/onlinespec/logs/onlinespec_tune/seed{seed}.log",
+        "results/{scale}/onlinespec/logs/onlinespec_tune/seed{seed}_{arm}.log",
     benchmark:
-        "results/{scale}/onlinespec/benchmarks/onlinespec_tune/seed{seed}.tsv"
+        "results/{scale}/onlinespec/benchmarks/onlinespec_tune/seed{seed}_{arm}.tsv"
+    wildcard_constraints:
+        arm="|".join(onlinespec_tuned_arms),
     priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
     threads: 1
     resources:
@@ -98,6 +102,7 @@ rule onlinespec_train:
 rule onlinespec_eval:
     input:
         unpack(lambda wildcards: onlinespec_tables(paper_settings(config, "onlinespec", wildcards.scale))),
+        kernels="results/{scale}/onlinespec/kernels/kernels.json",  # rule onlinespec_kernels
     output:
         metrics="results/{scale}/onlinespec/metrics.json",
     params:

@@ -17,6 +17,8 @@ same statistic with the regrets permuted among the arms of each chunk (mean over
 length, per seed. The relative speedup per task family is the cost model's (ratio of acceptance
 lengths: every round costs the same draft and target steps); the claim reads the mean over the
 stream's families (a maximum over families would select the luckiest one after the fact).
+The verification kernel's check and timings (rule ``onlinespec_kernels``) are added as they are
+(``core.kernelbench.kernel_metrics``; timings NaN off CUDA).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from icmlrepro.core.io import read_json, read_parquet
+from icmlrepro.core.kernelbench import kernel_metrics
 from icmlrepro.core.metrics import MetricsFile
 
 from .learners import ARMS, TUNED
@@ -41,9 +44,11 @@ def within_chunk_spearman(regret: pd.Series, accept: pd.Series, chunk: pd.Series
     d = d[d.groupby("c").r.transform("std") > 0]
     if len(d) < 3:
         return float("nan")
-    r = d.r - d.groupby("c").r.transform("mean")
-    a = d.a - d.groupby("c").a.transform("mean")
-    return float(spearmanr(r.round(12), a.round(12)).statistic)  # rounding: equal gaps rank as ties
+    r = (d.r - d.groupby("c").r.transform("mean")).round(12)  # rounding: equal gaps rank as ties
+    a = (d.a - d.groupby("c").a.transform("mean")).round(12)
+    if r.nunique() < 2 or a.nunique() < 2:  # e.g. every arm accepts the same within each chunk
+        return float("nan")
+    return float(spearmanr(r, a).statistic)
 
 
 def permuted_null(regret: pd.Series, accept: pd.Series, chunk: pd.Series, seed: int, n: int = PERMUTATIONS) -> float:
@@ -56,7 +61,8 @@ def permuted_null(regret: pd.Series, accept: pd.Series, chunk: pd.Series, seed: 
         for g in groups:
             r[g] = r[rng.permutation(g)]
         vals.append(within_chunk_spearman(pd.Series(r), accept, chunk))
-    return float(np.nanmean(vals))
+    vals = np.asarray(vals)
+    return float(vals[np.isfinite(vals)].mean()) if np.isfinite(vals).any() else float("nan")
 
 
 def per_seed(df: pd.DataFrame, costs: dict, gamma: int) -> dict:
@@ -93,6 +99,18 @@ def per_seed(df: pd.DataFrame, costs: dict, gamma: int) -> dict:
     return out
 
 
+def read_tuning(paths) -> dict:
+    """The per-arm tuning records merged: one grid table and per-arm best step, interior flag, edge."""
+    out = {"grid": [], "best_step": {}, "interior": {}, "edge": {}}
+    for path in paths:
+        rec = read_json(path)
+        out["tuning_seed"] = rec["tuning_seed"]
+        out["grid"] += rec["grid"]
+        for key in ("best_step", "interior", "edge"):
+            out[key].update(rec[key])
+    return out
+
+
 def tuning_values(tuning: dict) -> dict:
     """The tuned effective step of each learning arm and whether it is interior to the grid."""
     out = {}
@@ -121,7 +139,7 @@ UNITS = {  # metric prefix -> (unit, direction, timing, description); the first 
 def run(job) -> None:
     p = job.params
     seeds = list(p["seeds"])
-    tuned = tuning_values(read_json(job.input.tuning))
+    tuned = tuning_values(read_tuning(job.input.tuning))
     values = []
     for table, costs in zip(job.input.tables, job.input.costs):
         values.append({**per_seed(read_parquet(table), read_json(costs), p["gamma"]), **tuned})
@@ -130,4 +148,5 @@ def run(job) -> None:
         unit, direction, timing, desc = next(v for k, v in UNITS.items() if name.startswith(k))
         mf.add(name, [v[name] for v in values], unit=unit, direction=direction, timing=timing,
                description=desc + (f" ({name.split('.', 1)[1]})" if "." in name else ""))
+    kernel_metrics(mf, read_json(job.input.kernels))
     mf.write(job.output.metrics)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from icmlrepro.core.figures import new_figure, save
-from icmlrepro.core.io import read_json, read_parquet
+from icmlrepro.core.io import read_parquet
 
+from .evaluate import read_tuning
 from .learners import ARMS, TUNED
 
 
@@ -38,7 +39,7 @@ def run(job) -> None:
     ax.set(ylabel="speedup over target-only decoding (wall clock)", title="per seed")
     save(fig, job.output.speedup)
 
-    tuning_figure(read_json(job.input.tuning), job.output.tuning)
+    tuning_figure(read_tuning(job.input.tuning), job.output.tuning)
 
 
 def tuning_figure(tuning: dict, path) -> None:

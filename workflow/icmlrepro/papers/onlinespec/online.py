@@ -23,13 +23,13 @@ import pandas as pd
 import torch
 
 from icmlrepro.core.device import torch_device
-from icmlrepro.core.io import read_json, read_parquet, write_json, write_parquet
+from icmlrepro.core.io import read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.lm.model import load
 
-from .feedback import Feedback, evaluate_draft
-from .feedback import model_device
-from .learners import ARMS, TUNED, Arm, sgd_steps
+from .evaluate import read_tuning
+from .feedback import Feedback, evaluate_draft, model_device
+from .learners import ARMS, Arm, sgd_steps
 from .speculative import speculative_generate, target_generate
 from .stream import feedback_of
 
@@ -113,7 +113,7 @@ def _models(job):
 
 def run(job) -> None:
     p, seed, target, tok, draft = _models(job)
-    steps = read_json(job.input.steps)["best_step"]
+    steps = read_tuning(job.input.steps)["best_step"]
     stream = read_parquet(job.input.stream)
     warm = feedback_of(stream.iloc[:1])  # first-call costs (allocations, dispatch caches) stay out of timings
     timed_decode(target, draft, warm, 1, p, tok.eos_token_id)
@@ -136,17 +136,15 @@ def grid_optimum(table: pd.DataFrame, grid: list[float]) -> dict:
 
 
 def run_tune(job) -> None:
+    """One learning arm (``wildcards.arm``) at every step of the grid on the tuning stream."""
     p, seed, target, tok, draft = _models(job)
+    arm = job.wildcards.arm
     df = read_parquet(job.input.stream)
     rows = []
-    for arm in TUNED:
-        for step in p["step_grid"]:
-            res = run_stream(df, target, draft, tok, p, seed, {arm: step}, timed=False, arms=(arm,))
-            rows.append({"arm": arm, "step": step, "acceptance_length": float(res.tokens.sum() / res.rounds.sum()),
-                         "loss": float(res.loss.mean())})
-    table = pd.DataFrame(rows)
-    opt = grid_optimum(table, p["step_grid"])
-    write_json(job.output.steps, {"tuning_seed": seed, "grid": table.to_dict("records"),
-                                  "best_step": {a: o["step"] for a, o in opt.items()},
-                                  "interior": {a: o["interior"] for a, o in opt.items()},
-                                  "edge": {a: o["edge"] for a, o in opt.items()}})
+    for step in p["step_grid"]:
+        res = run_stream(df, target, draft, tok, p, seed, {arm: step}, timed=False, arms=(arm,))
+        rows.append({"arm": arm, "step": step, "acceptance_length": float(res.tokens.sum() / res.rounds.sum()),
+                     "loss": float(res.loss.mean())})
+    opt = grid_optimum(pd.DataFrame(rows), p["step_grid"])[arm]
+    write_json(job.output.steps, {"tuning_seed": seed, "arm": arm, "grid": rows, "best_step": {arm: opt["step"]},
+                                  "interior": {arm: opt["interior"]}, "edge": {arm: opt["edge"]}})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# the arms with a step to tune, one tuning job each (= learners.TUNED; kept free of torch for the Snakefile)
+onlinespec_tuned_arms = ("ogd", "osd", "optimistic", "ensemble", "optimistic_ogd", "hedge")
 # settings of the stages that run the arms (tune and train read the same ones)
 onlinespec_learning = ("gamma", "step_grid", "ensemble_factors", "momentum", "temperature", "steps_per_chunk",
                        "batch_size", "comparator_step", "comparator_steps", "n_timed", "max_new_tokens")
@@ -12,7 +14,7 @@ def tuning_seed(settings: dict) -> int:
     return settings["seeds"][0] + settings["tuning_seed_offset"]
 
 
-def onlinespec_tables(settings: dict) -> dict[str, list[str] | str]:
+def onlinespec_tables(settings: dict) -> dict[str, list[str]]:
     scale, seeds = settings["scale"], settings["seeds"]
     return {
         "tables": [f"results/{scale}/onlinespec/online/seed{s}.parquet" for s in seeds],
@@ -21,5 +23,7 @@ def onlinespec_tables(settings: dict) -> dict[str, list[str] | str]:
     }
 
 
-def onlinespec_tuned_steps(settings: dict) -> str:
-    return f"results/{settings['scale']}/onlinespec/tune/seed{tuning_seed(settings)}.json"
+def onlinespec_tuned_steps(settings: dict) -> list[str]:
+    """The tuning record of every learning arm (one job each, on the tuning stream)."""
+    return [f"results/{settings['scale']}/onlinespec/tune/seed{tuning_seed(settings)}_{arm}.json"
+            for arm in onlinespec_tuned_arms]
