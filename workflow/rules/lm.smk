@@ -2,8 +2,13 @@
 # -> lm_eval -> lm_figures. Papers that need a language model depend on lm_train's model directories.
 # The substrate is the longest chain of the default DAG (lm_train target alone is ~10 min), so its
 # jobs carry the highest priorities: Snakemake starts them first, other papers fill the other core.
-# Papers' rules that read the models carry LM_CONSUMER_PRIORITY (below the substrate's, above 0).
-LM_CONSUMER_PRIORITY = 50
+# Snakemake starts the set of ready jobs with the largest sum of priorities that fits the free cores,
+# so a 2-thread job waits as long as two 1-thread jobs outrank it, and on 2 cores it starts only when
+# both are free at once (the 38-minute wait of issue 17). Hence: lm_data takes 2 threads, so it runs
+# alone first and frees both cores for lm_train; each 2-thread priority exceeds twice any 1-thread one.
+# Papers' rules that read the models carry LM_CONSUMER_PRIORITY (1 thread) or LM_CONSUMER_PRIORITY_2T.
+LM_CONSUMER_PRIORITY = 10
+LM_CONSUMER_PRIORITY_2T = 40
 
 
 rule lm_data:
@@ -20,7 +25,7 @@ rule lm_data:
     benchmark:
         "results/{scale}/lm/benchmarks/lm_data.tsv"
     priority: 100
-    threads: 1
+    threads: 2  # one idles for a few seconds: see the top of this file
     resources:
         mem_mb=2000,
         runtime=10,
