@@ -202,9 +202,9 @@ def analyse(run: Path, cores: int | None = None, wall: float | None = None) -> d
     cp_len, cp = critical_path(real, deps)
     cpu = sum(j.cpu for j in real.values())
     logged = [j for j in real.values() if j.startup_wall is not None]
-    per_rule: dict[str, list[float]] = {}
+    per_rule: dict[str, list[tuple[float, float]]] = {}
     for j in logged:
-        per_rule.setdefault(j.rule, []).append(j.startup_wall)
+        per_rule.setdefault(j.rule, []).append((j.startup_wall, j.startup_cpu))
     return {
         "run": str(run), "cores": cores, "jobs": len(real), "wall_s": wall,
         "returncode": record.get("returncode"), "load_1min_before_after": record.get("load_1min_before_after"),
@@ -219,7 +219,8 @@ def analyse(run: Path, cores: int | None = None, wall: float | None = None) -> d
         "sum_startup_cpu_s": sum(j.startup_cpu for j in logged),
         "startup_share": (sum(j.startup_wall for j in logged) / sum(j.wall for j in logged)) if logged else None,
         "startup_cpu_share": (sum(j.startup_cpu for j in logged) / sum(j.cpu for j in logged)) if logged else None,
-        "startup_by_rule_mean_s": {r: sum(v) / len(v) for r, v in sorted(per_rule.items())},
+        "startup_by_rule_mean_s": {r: [sum(x[0] for x in v) / len(v), sum(x[1] for x in v) / len(v), len(v)]
+                                   for r, v in sorted(per_rule.items())},
         "slowest": [{"job": j.name, "wall_s": j.wall, "cpu_s": j.cpu, "startup_s": j.startup_wall}
                     for j in sorted(real.values(), key=lambda j: -j.wall)[:5]],
     }
@@ -241,8 +242,8 @@ def format_report(a: dict) -> str:
         out += [f"start-up, {a['startup_jobs_logged']} jobs logged {a['sum_startup_wall_s']:6.1f} s wall, "
                 f"{a['sum_startup_cpu_s']:.1f} s CPU = {100 * a['startup_share']:.0f}% of their job wall, "
                 f"{100 * a['startup_cpu_share']:.0f}% of their job CPU"]
-        out += ["start-up mean per job, by rule:"]
-        out += [f"  {r:<32} {s:6.2f} s" for r, s in a["startup_by_rule_mean_s"].items()]
+        out += ["start-up mean per job, by rule (wall, CPU, jobs):"]
+        out += [f"  {r:<32} {w:6.2f} s {c:6.2f} s {n:3d}" for r, (w, c, n) in a["startup_by_rule_mean_s"].items()]
     else:
         out += ["start-up               not logged by this run's stages (older code)"]
     out += ["critical path (job, wall, started at):"]
