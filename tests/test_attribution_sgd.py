@@ -1,0 +1,170 @@
+"""attribution_sgd: robustness measures on hand-computed cases, the power iteration against
+eigvalsh, the Hutchinson input-Hessian norm against the exact Hessian, the top-k attack's ball,
+the attention matrices, the arms and the curvature-link null."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icmlrepro.papers.attribution_sgd import curvature, robustness, train
+from icmlrepro.papers.attribution_sgd.data import SHAPES, load_images
+from icmlrepro.papers.attribution_sgd.evaluate import curvature_link, roles
+from icmlrepro.papers.attribution_sgd.models import ViT, attention_matrix, build
+
+from .conftest import check_smoke_paper
+
+
+# --- robustness measures -------------------------------------------------------------------------
+def test_topk_intersection_hand_computed():
+    a = np.array([[5.0, 4, 3, 2, 1, 0]])
+    b = np.array([[5.0, 0, 3, 2, 1, 4]])  # top-3 of a: {0,1,2}; of b: {0,5,2}
+    assert robustness.topk_intersection(a, b, 3)[0] == pytest.approx(2 / 3)
+    assert robustness.topk_intersection(a, a, 3)[0] == 1.0
+    assert robustness.topk_intersection(a, -a, 3)[0] == 0.0
+
+
+def test_rank_correlations_hand_computed():
+    a = np.array([[1.0, 2, 3, 4]])
+    assert robustness.spearman(a, a)[0] == pytest.approx(1.0)
+    assert robustness.spearman(a, -a)[0] == pytest.approx(-1.0)
+    b = np.array([[1.0, 3, 2, 4]])  # one swap: d^2 = 2, rho = 1 - 6*2 / (4*15) = 0.8
+    assert robustness.spearman(a, b)[0] == pytest.approx(0.8)
+    assert robustness.kendall(a, b)[0] == pytest.approx(4 / 6)  # 5 concordant, 1 discordant pair
+
+
+def test_compare_mean_over_rows():
+    a = np.array([[3.0, 2, 1, 0], [3.0, 2, 1, 0]])
+    b = np.array([[3.0, 2, 1, 0], [0.0, 1, 2, 3]])
+    r = robustness.compare(a, b, 2)
+    assert r["topk"] == pytest.approx(0.5) and r["spearman"] == pytest.approx(0.0)
+
+
+# --- curvature ---------------------------------------------------------------------------------
+def test_power_iteration_matches_eigvalsh():
+    g = torch.Generator().manual_seed(0)
+    m = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    a = m @ m.T + torch.diag(torch.tensor([9.0, 0, 0, 0, 0, 0], dtype=torch.float64))
+    lam = curvature.top_eigenvalue(lambda ps: 0.5 * ps["w"] @ a @ ps["w"],
+                                   {"w": torch.zeros(6, dtype=torch.float64)}, iters=200, seed=1)
+    assert lam == pytest.approx(float(torch.linalg.eigvalsh(a)[-1]), rel=1e-6)
+    # a wrong answer: the trace or the second eigenvalue is far from it
+    assert abs(lam - float(torch.linalg.eigvalsh(a)[-2])) > 1e-3
+
+
+def test_input_hessian_norm_matches_exact_hessian():
+    torch.manual_seed(0)
+    model = build("mlp", (2, 2), 3, 8, 1).double()
+    x = torch.rand(1, 1, 2, 2, dtype=torch.float64)
+    y = torch.tensor([1])
+
+    def loss(v):
+        return torch.nn.functional.cross_entropy(model(v.view(1, 1, 2, 2)), y)
+
+    exact = torch.linalg.matrix_norm(torch.autograd.functional.hessian(loss, x.flatten())).item()
+    est = curvature.input_hessian_norm(model, x, y, probes=4000, seed=0)
+    assert est == pytest.approx(exact, rel=0.05)
+
+
+# --- attack and perturbations -------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["mlp", "cnn", "vit_softmax"])
+def test_attack_stays_in_the_ball_and_keeps_the_label(name):
+    torch.manual_seed(0)
+    model = build(name, (8, 8), 10, 16, 2).eval()
+    x = torch.rand(6, 1, 8, 8)
+    target = model(x).argmax(1)
+    eps = 0.1
+    xa = robustness.topk_attack(model, x, target, eps, k=8, steps=5)
+    assert float((xa - x).abs().max()) <= eps + 1e-6
+    assert float(xa.min()) >= 0 and float(xa.max()) <= 1
+    assert torch.equal(model(xa).argmax(1), target)
+    # and it does what it is for: lower saliency mass on the clean top-k than random noise of the same size
+    top = robustness.saliency_map(model, x, target).topk(8, dim=1).indices
+    mass = lambda z: float(robustness.saliency_map(model, z, target).gather(1, top).sum())  # noqa: E731
+    xn = robustness.sign_noise(x, eps, torch.Generator().manual_seed(0))
+    assert mass(xa) < mass(x) and mass(xa) < mass(xn)
+
+
+def test_sign_noise_has_the_radius():
+    x = torch.full((2, 1, 4, 4), 0.5)
+    xn = robustness.sign_noise(x, 0.2, torch.Generator().manual_seed(0))
+    assert torch.allclose((xn - x).abs(), torch.full_like(x, 0.2))
+
+
+def test_captum_attributions_shape_and_saliency_agrees():
+    torch.manual_seed(0)
+    model = build("mlp", (8, 8), 10, 16, 2).eval()
+    x = torch.rand(3, 1, 8, 8)
+    t = model(x).argmax(1)
+    p = {"smoothgrad_samples": 4, "smoothgrad_sigma": 0.1, "ig_steps": 8}
+    for m in robustness.METHODS:
+        assert robustness.attributions(model, x, t, m, p, 0).shape == (3, 64)
+    np.testing.assert_allclose(robustness.attributions(model, x, t, "saliency", p, 0),
+                               robustness.saliency_map(model, x, t).detach().numpy(), rtol=1e-5)
+
+
+# --- models --------------------------------------------------------------------------------------
+def test_attention_matrices_are_row_stochastic_and_differ():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 5, 4, generator=g), torch.randn(2, 5, 4, generator=g)
+    for kind in ("softmax", "kernel"):
+        a = attention_matrix(q, k, kind)
+        assert torch.allclose(a.sum(-1), torch.ones(2, 5)) and bool((a >= 0).all())
+    assert not torch.allclose(attention_matrix(q, k, "softmax"), attention_matrix(q, k, "kernel"))
+
+
+def test_rollout_is_a_distribution_over_tokens():
+    torch.manual_seed(0)
+    vit = ViT((8, 8), 10, 16, 2, "kernel")
+    r = vit.rollout(torch.rand(3, 1, 8, 8))
+    assert r.shape == (3, 16) and torch.allclose(r.sum(1), torch.ones(3))
+
+
+def test_real_data_shapes():
+    for name, shape in SHAPES.items():
+        x, y = load_images(name)
+        assert x.shape[1:] == shape and 0 <= x.min() and x.max() <= 1 and len(np.unique(y)) >= 2
+
+
+# --- arms, roles, curvature-link null -------------------------------------------------------------
+P = {"sweep": [{"lr": 0.3, "batch": 32}, {"lr": 0.3, "batch": 8}], "reg_lams": [0.1, 1.0]}
+
+
+def test_arms_share_learning_rate_and_controls_only_on_headline():
+    a = train.arms(P, headline=True)
+    names = [x["arm"] for x in a]
+    assert names[0] == "sgd_lr0.3_b32" and "gd" in names and "shuffled_sgd" in names and "gd_reg1" in names
+    gd = next(x for x in a if x["arm"] == "gd")
+    assert gd["lr"] == P["sweep"][0]["lr"] and gd["batch"] == 0
+    assert {x["arm"] for x in train.arms(P, headline=False)} == {"sgd_lr0.3_b32", "sgd_lr0.3_b8", "gd"}
+    assert roles(P)["sgd_lr0.3_b32"] == "sgd_high"
+
+
+def test_gd_arm_is_deterministic_full_batch():
+    x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
+    outs = []
+    for seed in (0, 1):  # the batch stream depends on the seed, full-batch GD must not
+        torch.manual_seed(0)
+        m = build("mlp", (8, 8), 10, 8, 2)
+        train.train_arm(m, x, y, {"arm": "gd", "lr": 0.1, "batch": 0, "reg": 0.0}, 3, seed)
+        outs.append(torch.cat([p.flatten() for p in m.parameters()]))
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_curvature_link_and_its_null():
+    roles_ = ["sgd_high", "mid", "low", "gd"]
+    rows = [{"dataset": d, "model": "mlp", "role": r, "sharpness": s, "input_curvature": c}
+            for d in ("a", "b") for r, s, c in zip(roles_, [1, 2, 3, 4], [10, 20, 30, 40])]
+    rho, q95 = curvature_link(pd.DataFrame(rows), roles_, 500, 0)
+    assert rho == pytest.approx(1.0) and q95 < rho
+    anti = pd.DataFrame([{**r, "input_curvature": -r["input_curvature"]} for r in rows])
+    assert curvature_link(anti, roles_, 500, 0)[0] == pytest.approx(-1.0)
+
+
+# --- the smoke chain through Snakemake -------------------------------------------------------------
+@pytest.mark.integration
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "attribution_sgd",
+                                ("robustness_vs_noise.png", "curvature_link.png", "attention.png", "headline_arms.png"),
+                                lambda name: name.startswith(("train_time_ratio", "train_seconds")))
+    assert max(metrics.get("attack_linf_minus_eps").values) <= 1e-6
