@@ -49,8 +49,8 @@ def plot_inputs(scores: pd.DataFrame, main_noise: float, path) -> None:
     ax.axvline(len(ISOTROPIC) - 0.5, color="grey", lw=0.8)
     ax.axvline(len(ISOTROPIC) + len(ANISOTROPIC) - 0.5, color="grey", lw=0.8)
     ax.set_xticks(np.arange(len(models)), models, rotation=60, fontsize=6)
-    ax.set(ylabel="top-1 alignment recall", title=f"inputs at the main noise {main_noise:g} "
-                                                  "(isotropic | anisotropic | references)")
+    ax.set_ylabel("top-1 alignment recall")
+    ax.set_title(f"inputs at the main noise {main_noise:g}\n(isotropic | anisotropic | references)", fontsize=8)
     ax.legend(fontsize=6)
     save(fig, path)
 
