@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from icmlrepro.core.figures import new_figure, new_grid, save
 from icmlrepro.core.io import read_parquet
@@ -23,9 +24,10 @@ def plot_noise(s: pd.DataFrame, path) -> None:
             ax.scatter(g.noise_scale, g.topk, s=6, color=line.get_color(), alpha=0.4)
         ax.set(xscale="log", xlabel="SGD noise scale lr / B (leftmost: full-batch GD)",
                ylabel="top-k intersection under attack", title=f"{ds}, {m}")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.legend(fontsize=6)
     for ax in axes.flat[len(work):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=6)
     save(fig, path)
 
 
