@@ -22,6 +22,7 @@ include: "workflow/rules/c2gmae.smk"
 include: "workflow/rules/timesx.smk"
 include: "workflow/rules/graph_alignment.smk"
 include: "workflow/rules/attribution_sgd.smk"
+include: "workflow/rules/mlembed.smk"
 include: "workflow/rules/report.smk"
 
 
