@@ -30,7 +30,9 @@ def plot_axes(grid: pd.DataFrame, s: dict, path) -> None:
             st = sub[sub["arm"] == arm].groupby(axis)["r1"].agg(["mean", "min", "max"])
             line, = ax.plot(st.index, st["mean"], marker="o", ms=3, label=LABELS[arm])
             ax.fill_between(st.index, st["min"], st["max"], color=line.get_color(), alpha=0.15, lw=0)
-        ax.set(xscale="log", xlabel={"dim": "output dim d'", "layer": "exit layer l", "rank": "embedding rank r'"}[axis],
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(sub[axis].unique()), [str(v) for v in sorted(sub[axis].unique())])
+        ax.set(xlabel={"dim": "output dim d'", "layer": "exit layer l", "rank": "embedding rank r'"}[axis],
                ylabel="recall@1 (all eval languages)", title=f"cut along {axis}")
     axes[0].legend(fontsize=6)
     save(fig, path)
@@ -72,7 +74,7 @@ def plot_groups(grid: pd.DataFrame, s: dict, path) -> None:
         x = np.arange(len(groups)) + i * w
         ax.bar(x, m, w, label=LABELS[arm], yerr=[m - lo, hi - m], capsize=2)
     ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, ["high-resource", "low-resource", "held-out languages"])
-    ax.set(ylabel="recall@1, full-size model (bar: mean, whisker: min-max over seeds)", title="per language group")
+    ax.set(ylabel="recall@1, full-size model", title="per language group (bar: mean, whisker: min-max over seeds)")
     ax.legend(fontsize=6)
     save(fig, path)
 
