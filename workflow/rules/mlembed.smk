@@ -49,8 +49,8 @@ rule mlembed_train:
         arm="plain|mrl|mrl_mll|3dml|3dml_highres",
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 1500 * attempt,
-        runtime=lambda wildcards, attempt: 20 * attempt,
+        mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
+        runtime=lambda wildcards, attempt: (20 if wildcards.scale != "paper" else 48 * 60) * attempt,
     conda:
         ENV
     shell:
