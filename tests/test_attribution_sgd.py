@@ -159,6 +159,9 @@ def test_curvature_link_and_its_null():
     assert rho == pytest.approx(1.0) and q95 < rho
     anti = pd.DataFrame([{**r, "input_curvature": -r["input_curvature"]} for r in rows])
     assert curvature_link(anti, roles_, 500, 0)[0] == pytest.approx(-1.0)
+    # a diverged arm (NaN curvature) is left out, not allowed to turn the statistic into NaN
+    nan = pd.DataFrame([{**r, "sharpness": float("nan")} if r["role"] == "mid" else r for r in rows])
+    assert curvature_link(nan, roles_, 500, 0)[0] == pytest.approx(1.0)
 
 
 # --- the smoke chain through Snakemake -------------------------------------------------------------

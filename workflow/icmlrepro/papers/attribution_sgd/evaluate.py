@@ -51,6 +51,11 @@ def curvature_link(arm_table: pd.DataFrame, sweep_roles: list[str], n_perm: int,
     sharpness and input curvature; and the 95th percentile of the same statistic with the pairing
     shuffled within each group (the null in which the two curvatures are unrelated)."""
     groups = [g.set_index("role").loc[sweep_roles] for _, g in arm_table.groupby(["dataset", "model"])]
+    # an arm whose training diverged has no curvature: its pair is left out; a group needs 3 pairs
+    groups = [g[np.isfinite(g["sharpness"]) & np.isfinite(g["input_curvature"])] for g in groups]
+    groups = [g for g in groups if len(g) >= 3]
+    if not groups:
+        return float("nan"), float("nan")
     sharp = [g["sharpness"].to_numpy() for g in groups]
     curv = [g["input_curvature"].to_numpy() for g in groups]
 
@@ -127,6 +132,9 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
     mf.add("curvature_link_spearman", [x[0] for x in links], unit="Spearman", direction="higher",
            description="mean over (data set, model) of the Spearman correlation across the sweep and GD arms "
                        "between parameter sharpness and input-Hessian norm")
+    mf.add("diverged_arms", [float((~np.isfinite(arm_table.loc[s, "sharpness"])).sum()) for s in seeds], unit="count",
+           direction="lower", description="arms (all workloads) whose training diverged (non-finite loss curvature); "
+                                          "left out of the curvature link, their attributions are meaningless")
     mf.add("curvature_link_null_q95", [x[1] for x in links], unit="Spearman", direction="none",
            description="95th percentile of the same statistic with sharpness/curvature pairings shuffled")
     gd_t = a(hd, hm, "gd", "train_seconds")
