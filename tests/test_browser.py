@@ -45,13 +45,15 @@ def test_report_in_headless_chromium(smoke_run, tmp_path):
         assert hidden
         # open everything; lazily decoded figures must all decode
         page.click("#expand-all")
+        lazy = page.evaluate("Array.from(document.images).every(i => i.loading === 'lazy' && i.decoding === 'async')")
+        # a lazy image far off screen never starts loading; make every one eager, then wait for all
         broken = page.evaluate("""async () => {
             const imgs = Array.from(document.images);
-            for (const i of imgs) { i.scrollIntoView(); }
-            await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+            imgs.forEach(i => { i.loading = 'eager'; });
+            const timeout = new Promise(r => setTimeout(r, 30000));
+            await Promise.race([Promise.all(imgs.map(i => i.decode().catch(() => null))), timeout]);
             return imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length; }""")
         n_images = page.evaluate("document.images.length")
-        lazy = page.evaluate("Array.from(document.images).every(i => i.loading === 'lazy' && i.decoding === 'async')")
         shot = tmp_path / "report.png"
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
