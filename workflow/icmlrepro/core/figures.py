@@ -11,7 +11,7 @@ from .io import atomic_path  # noqa: E402
 
 
 def new_figure(ncols: int = 1, width: float = 4.2, height: float = 3.4):
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False, constrained_layout=True)
+    fig, axes = new_grid(1, ncols, width, height)
     return fig, axes[0]
 
 

@@ -170,7 +170,8 @@ def summarize_difference(a: Iterable[float], b: Iterable[float], level: float = 
                          method: str = "t") -> Summary:
     """Mean and CI of ``a - b``: paired per replicate when both have the same replicates (the arms of one
     run share seeds, which removes the seed-to-seed spread both share), else Welch's interval for two
-    independent samples. A replicate that is NaN in either arm is left out of a paired difference."""
+    independent samples. A replicate that is NaN in either arm is NaN in a paired difference (and so
+    leaves its verdict undecided); Welch's interval leaves NaN replicates out of each arm."""
     a = np.asarray(list(a), dtype=float)
     b = np.asarray(list(b), dtype=float)
     if a.size == b.size:

@@ -66,9 +66,11 @@ def retention_maximizing_agreement(preds: dict[str, pd.DataFrame], seed: int, p)
     feasible calibration score found by exhaustive search."""
     n = len(next(iter(preds.values())))
     c, _ = split(seed, 0, n, int(round(p["cal_fraction"] * n)))
-    hits = [Calibration(df["uncertainty"].to_numpy()[c], df["error"].to_numpy()[c]).lec(alpha, p["margin"])
-            == largest_feasible(df["uncertainty"].to_numpy()[c], df["error"].to_numpy()[c], alpha, p["margin"])
-            for df in preds.values() for alpha in p["alphas"]]
+    hits = []
+    for df in preds.values():
+        u, err = df["uncertainty"].to_numpy()[c], df["error"].to_numpy()[c]
+        cal = Calibration(u, err)
+        hits += [cal.lec(alpha, p["margin"]) == largest_feasible(u, err, alpha, p["margin"]) for alpha in p["alphas"]]
     return float(np.mean(hits))
 
 
