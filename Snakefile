@@ -23,6 +23,7 @@ include: "workflow/rules/timesx.smk"
 include: "workflow/rules/graph_alignment.smk"
 include: "workflow/rules/attribution_sgd.smk"
 include: "workflow/rules/mlembed.smk"
+include: "workflow/rules/topadapter.smk"
 include: "workflow/rules/report.smk"
 
 

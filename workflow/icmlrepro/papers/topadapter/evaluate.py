@@ -1,0 +1,87 @@
+"""metrics.json from every arm's per-seed results: downstream test accuracy (at the validation-picked
+learning rate), trainable parameters and their share, training time, and the learning rates picked.
+
+References beside the arms: chance (1 / classes) and the head on a random-init backbone (what the
+pretrained features are worth). Paired differences (TopAdapter minus an arm, per seed) are what the
+claims' controls compare; ``acc_gap.topadapter_vs_full_ft`` is the margin of the comparability claim.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from icmlrepro.core.io import read_json, write_parquet
+from icmlrepro.core.metrics import MetricsFile
+
+from .train import ARMS
+
+LABELS = {"head": "linear head only", "head_random": "head on a random-init backbone (floor)",
+          "full_ft": "full fine-tuning", "lora": "LoRA (peft)", "idpt": "IDPT-style dynamic prompts",
+          "dapt": "DAPT-style dynamic adapter + prompts", "point_peft": "Point-PEFT-style prompts + geometry adapter",
+          "topadapter": "TopAdapter", "no_totransfer": "TopAdapter without ToTransfer",
+          "no_2d": "TopAdapter without 2D simplices", "single_scale": "TopAdapter, single scale",
+          "fixed_fusion": "TopAdapter, fixed fusion (no geometric controller)",
+          "noise_topology": "TopAdapter fed noise of the same shape instead of simplex features (control)"}
+
+
+def results_table(paths) -> pd.DataFrame:
+    """One row per (arm, seed, learning rate) with the picked rate marked, from every group's results file."""
+    rows = []
+    for arm, res in ((a, r) for path in paths for a, r in read_json(path)["arms"].items()):
+        for seed, r in res["seeds"].items():
+            for i, g in enumerate(r["grid"]):
+                rows.append({"arm": arm, "seed": int(seed), **g, "chosen": i == r["chosen"],
+                             "trainable": r["trainable"], "total": r["total"]})
+    return pd.DataFrame(rows)
+
+
+def build_metrics(table: pd.DataFrame, s: dict, summary: dict) -> MetricsFile:
+    seeds = list(s["seeds"])
+    mf = MetricsFile("topadapter", s["scale"], replicate="seed", replicates=seeds)
+    ch = table[table["chosen"]].set_index(["arm", "seed"]).sort_index()
+    arms = [a for a in ARMS if a in set(table["arm"])]
+    n_classes = len(summary["downstream"]["classes"])
+
+    def col(arm, name):
+        return [float(ch.loc[(arm, sd), name]) for sd in seeds]
+
+    mf.add("acc.chance", [1.0 / n_classes] * len(seeds), unit="accuracy", direction="higher",
+           description="chance accuracy (1 / downstream classes): the trivial reference")
+    for arm in arms:
+        mf.add(f"acc.{arm}", col(arm, "test_acc"), unit="accuracy", direction="higher",
+               description=f"{LABELS[arm]}: downstream test accuracy at the learning rate picked on validation")
+        mf.add(f"trainable_params.{arm}", col(arm, "trainable"), unit="parameters", direction="lower",
+               description=f"{LABELS[arm]}: trainable parameters (adapter/prompts/LoRA + head, or all for full FT)")
+        mf.add(f"trainable_share.{arm}", [t / n for t, n in zip(col(arm, "trainable"), col(arm, "total"))],
+               unit="fraction", direction="lower", description=f"{LABELS[arm]}: trainable share of all parameters")
+        mf.add(f"chosen_lr.{arm}", col(arm, "lr"), unit="learning rate", direction="none",
+               description=f"{LABELS[arm]}: learning rate picked on validation (grid {s['lr_grid']})")
+        mf.add(f"train_seconds.{arm}", col(arm, "train_seconds"), unit="s", direction="lower", timing=True,
+               description=f"{LABELS[arm]}: wall time of one training run (equal epochs in every arm)")
+    if "topadapter" in arms and "full_ft" in arms:
+        mf.add("acc_gap.topadapter_vs_full_ft",
+               [a - b for a, b in zip(col("topadapter", "test_acc"), col("full_ft", "test_acc"))],
+               unit="accuracy", direction="higher",
+               description="TopAdapter minus full fine-tuning, paired per seed (the comparability margin)")
+    edge = table[table["chosen"]].groupby("arm")["lr"].apply(
+        lambda v: float(((v == min(s["lr_grid"])) | (v == max(s["lr_grid"]))).mean()))
+    for arm in arms:
+        mf.add(f"lr_at_grid_edge.{arm}", [float(edge[arm])] * len(seeds), unit="fraction of seeds", direction="none",
+               description=f"{LABELS[arm]}: share of seeds whose picked learning rate is at the edge of the grid")
+    audit = summary["audit"]
+    mf.add("test_clouds_in_train", [float(audit["test_in_train"] + audit["val_in_train"])] * len(seeds),
+           unit="clouds", direction="lower",
+           description="validation or test clouds identical to a training cloud (the split's audit: must be 0)")
+    mf.add("classes_in_both_domains", [float(len(audit["classes_in_both_domains"]))] * len(seeds), unit="classes",
+           direction="lower", description="downstream classes also seen in pretraining (the domain shift's audit: 0)")
+    return mf
+
+
+def run(job) -> None:
+    s = job.params
+    table = results_table([job.input[f"results_{g}"] for g in s["train_groups"]])
+    missing = set(s["arms"]) - set(table["arm"])
+    if missing:
+        raise ValueError(f"arms in no train group: {sorted(missing)}")
+    write_parquet(job.output.table, table)
+    build_metrics(table, s, read_json(job.input.summary)).write(job.output.metrics)
