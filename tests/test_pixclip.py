@@ -1,0 +1,198 @@
+"""PixCLIP: the three branch losses on hand-computed cases, the zero-initialised alpha embedding (exactly the RGB
+model at start, mask-sensitive once trained), CLIP truncation keeping [EOS], the annotation pipeline's split (no
+held-out colour x texture pair and no test crop in training, a planted leak caught), the metrics on hand cases,
+the wrong-region control, and the claims' controls."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from icmlrepro.core import verdicts as V
+from icmlrepro.core.claims import load_claims
+from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.papers.pixclip import data, evaluate, losses, model, train
+
+TINY = {"image_size": 48, "patch_size": 8, "max_objects": 4, "heldout_fraction": 0.15, "n_train": 40, "n_test": 16,
+        "short_context": 20, "long_context": 48, "width": 16, "vision_layers": 1, "text_layers": 1, "heads": 2,
+        "embed_dim": 8, "steps": 2, "batch": 4, "lr": 0.002, "weight_decay": 0.05, "seeds": [0]}
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return data.generate(TINY)
+
+
+def test_contrastive_on_a_hand_case_and_duplicates_are_not_negatives():
+    a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    b = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    scale = torch.tensor(2.0)
+    c = 1 / math.sqrt(2)
+    # logits (scale * cosine): row 0 [2, 2c], row 1 [0, 2c]; columns the same matrix transposed
+    rows = [-math.log(math.exp(2) / (math.exp(2) + math.exp(2 * c))), -math.log(math.exp(2 * c) / (1 + math.exp(2 * c)))]
+    cols = [-math.log(math.exp(2) / (math.exp(2) + 1)), -math.log(math.exp(2 * c) / (math.exp(2 * c) + math.exp(2 * c)))]
+    expect = 0.5 * (np.mean(rows) + np.mean(cols))
+    assert float(losses.contrastive(a, b, scale)) == pytest.approx(expect, rel=1e-6)
+    # the same phrase twice: the other copy is masked, each row has only its own pair, loss 0
+    assert float(losses.contrastive(a, b, scale, groups=torch.tensor([5, 5]))) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_patch_targets_are_pixel_shares_and_pixel_loss_on_a_hand_case():
+    labels = torch.zeros(1, 4, 4, dtype=torch.long)
+    labels[0, :2, :2] = 1        # patch 0 fully region 1
+    labels[0, 0, 2:] = 2         # patch 1 half region 2, half background
+    tgt = losses.patch_targets(labels, 2, 2)
+    assert tgt.shape == (1, 4, 3)
+    assert tgt[0, 0].tolist() == [0.0, 1.0, 0.0] and tgt[0, 1].tolist() == [0.5, 0.0, 0.5]
+    assert torch.allclose(tgt.sum(-1), torch.ones(1, 4))
+    patches = torch.tensor([[[1.0, 0.0]] * 4])
+    phrases = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]])
+    valid = torch.tensor([[True, True, False]])  # region 2's slot absent: excluded from the softmax
+    t = torch.tensor([[[0.0, 1.0, 0.0]] * 4])
+    # each patch: logits [s, 0] over (background, region 1); target region 1
+    s = 3.0
+    expect = -math.log(1 / (1 + math.exp(s)))
+    assert float(losses.pixel_loss(patches, phrases, valid, t, torch.tensor(s))) == pytest.approx(expect, rel=1e-6)
+
+
+def test_alpha_embedding_starts_as_the_rgb_model_and_then_reads_the_mask():
+    torch.manual_seed(0)
+    tower = model.VisionTower(TINY, use_alpha=True).eval()
+    img = torch.rand(2, 3, 48, 48)
+    mask = torch.zeros(2, 48, 48)
+    mask[:, 8:24, 8:24] = 1
+    with torch.no_grad():
+        whole, _ = tower(img, None)
+        region, _ = tower(img, mask)
+        assert torch.allclose(whole, region, atol=1e-6)  # zero-initialised alpha: any mask, same output
+        # the same RGB weights without the alpha branch give the same output too
+        rgb = model.VisionTower(TINY, use_alpha=False).eval()
+        rgb.load_state_dict({k.replace("patch_embedding.rgb.", "patch_embedding."): v
+                             for k, v in tower.state_dict().items() if "patch_embedding.alpha" not in k})
+        assert torch.allclose(rgb(img, None)[0], whole, atol=1e-6)
+        tower.tower.embeddings.patch_embedding.alpha.weight.normal_()
+        assert not torch.allclose(tower(img, mask)[0], tower(img, None)[0], atol=1e-3)
+
+
+def test_truncation_keeps_eos_and_the_short_tower_pools_at_it(generated):
+    tok = data.build_tokenizer()
+    _, scenes, _ = generated
+    long = scenes.loc[scenes["n_objects"] >= 2, "caption"].iloc[0]
+    one = scenes.loc[scenes["n_objects"] == 1, "caption"].iloc[0]
+    ids = model.encode_ids(tok, [long, one], TINY["short_context"])
+    assert ids.shape[1] == TINY["short_context"] and ids[0, -1] == data.EOS
+    assert (ids[1] == data.EOS).sum() == 1 and data.PAD in ids[1].tolist()
+    # every one-object caption fits the short context, every longer one does not (the length split is exact)
+    assert (scenes["beyond_short"] == (scenes["n_objects"] >= 2)).all()
+    torch.manual_seed(0)
+    tower = model.ShortTextTower(TINY, tok.get_vocab_size()).eval()
+    alone = model.encode_ids(tok, [one], TINY["short_context"])  # no padding columns
+    assert alone.shape[1] < ids.shape[1]
+    with torch.no_grad():
+        assert torch.allclose(tower(ids)[1], tower(alone)[0], atol=1e-5)  # padding after [EOS] changes nothing
+
+
+def test_split_has_no_heldout_pair_or_test_crop_in_training(generated):
+    arrays, scenes, regions = generated
+    tr = regions[regions["split"] == "train"]
+    assert evaluate.heldout_leaks(tr, TINY["heldout_fraction"]) == 0
+    held = data.heldout_combos(TINY["heldout_fraction"])
+    assert held and len({t for _, t in held}) == len(held)  # at most one held-out pair per texture
+    planted = tr.copy()
+    c, t = sorted(held)[0]
+    planted.loc[planted.index[0], ["color", "texture"]] = [c, t]
+    assert evaluate.heldout_leaks(planted, TINY["heldout_fraction"]) == 1
+    # train and test crops come from disjoint columns of the photograph
+    img = np.tile(np.arange(200.0), (60, 1))
+    rng = np.random.default_rng(0)
+    cut = int(200 * data.TRAIN_COLUMNS)
+    assert all(data.crop(img, 16, "train", rng).max() < cut for _ in range(50))
+    assert all(data.crop(img, 16, "test", rng).min() >= cut for _ in range(50))
+    # label maps hold exactly the listed regions with their areas; phrases name colour and texture only
+    for r in regions.head(20).itertuples(index=False):
+        assert int((arrays["labels"][r.scene] == r.slot + 1).sum()) == r.area
+        assert r.phrase == f"a {r.color} {r.texture}" and r.shape not in r.phrase
+    # no scene repeats a colour x texture pair (a referring phrase names one mask)
+    assert not regions.duplicated(["scene", "phrase"]).any()
+
+
+def test_metrics_on_hand_cases():
+    sim = torch.tensor([[0.9, 0.1, 0.9], [0.2, 0.8, 0.1]])
+    assert evaluate.r_at_1(sim, np.array([0, 1])).tolist() == [False, True]  # a tie counts against
+    assert evaluate.topk_hits(sim, np.array([0, 0]), 2).tolist() == [True, True]
+    assert evaluate.topk_hits(sim, np.array([2, 0]), 1).tolist() == [True, False]
+    # mean per class: class 0 1/2, class 1 1/1 -> 0.75 (plain accuracy would be 2/3)
+    assert evaluate.mean_per_class(np.array([1, 0, 1]), np.array([0, 0, 1])) == pytest.approx(0.75)
+    assert evaluate.metric_name("region_text_r1.irregular@wrong_region", "pixclip") == "region_text_r1.pixclip.irregular@wrong_region"
+    assert evaluate.metric_name("pixel_acc", "clip") == "pixel_acc.clip"
+
+
+def test_wrong_region_masks_are_never_the_right_region(generated):
+    arrays, scenes, regions = generated
+    te = train.load_split(arrays, scenes, regions, "test", TINY["max_objects"])
+    right, wrong = evaluate.region_masks(te, False), evaluate.region_masks(te, True)
+    assert right.shape == wrong.shape and right.any((1, 2)).all()
+    assert not (right & wrong).any((1, 2)).any()  # no overlap at all: another object or the complement
+    alone = te["n_objects"][regions[regions["split"] == "test"]["scene"].map(
+        {s: i for i, s in enumerate(te["scenes"]["scene"])}).to_numpy()] == 1
+    assert torch.equal(wrong[torch.as_tensor(alone)], ~right[torch.as_tensor(alone)])
+
+
+def test_one_training_step_and_scoring_run_end_to_end(generated):
+    arrays, scenes, regions = generated
+    tok = data.build_tokenizer()
+    tr = train.load_split(arrays, scenes, regions, "train", TINY["max_objects"])
+    te = train.load_split(arrays, scenes, regions, "test", TINY["max_objects"])
+    m, losses_ = train.train("pixclip", tr, tok, TINY, 0)
+    assert len(losses_) == TINY["steps"] and all(np.isfinite(losses_))
+    out, pred = evaluate.score(m, te, tok, TINY)
+    assert 0 <= out["region_cls_top1"] <= 1 and out["global_r1"] == out["long_text_r1@truncated"]
+    assert len(pred["retrieved"]) == len(te["regions"])
+    # a short-context model sees the same text with or without the cut: its two long-text numbers agree
+    clip, _ = train.train("clip", tr, tok, TINY, 0)
+    out_c, _ = evaluate.score(clip, te, tok, TINY)
+    assert out_c["long_text_r1"] == out_c["long_text_r1@truncated"]
+
+
+def _mf(cond, metric, control):
+    f = MetricsFile("pixclip", "smoke", replicates=[0, 1, 2])
+    f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
+    f.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
+    return f
+
+
+def test_every_controlled_condition_fails_on_its_control():
+    from .test_claims_registry import substitute_controls
+
+    pc = load_claims("pixclip")
+    testable = [c for c in pc.claims if c.conditions]
+    assert testable and all(c.controls for c in testable)
+    for claim in testable:
+        for cond in claim.conditions:
+            if not cond.control:
+                continue
+            single = dataclasses.replace(claim, conditions=(cond,))
+            passing = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.1)
+            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.metric)
+            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
+            tie = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.3)
+            assert V.judge_claim(single, tie).verdict != V.REPRODUCED
+
+
+# --- the smoke chain through Snakemake ------------------------------------------------------------
+from .conftest import check_smoke_paper  # noqa: E402
+
+
+@pytest.mark.integration
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "pixclip", ("scores_per_arm.png", "shapes_and_lengths.png",
+                                                       "example_regions.png"),
+                                is_timing=lambda n: n.startswith("train_seconds"))
+    assert metrics.get("heldout_combo_regions_in_training").values == [0.0] * len(metrics.replicates)
+    assert metrics.get("region_text_r1.chance").values[0] == pytest.approx(1 / 60)

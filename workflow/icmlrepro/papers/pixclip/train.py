@@ -1,0 +1,148 @@
+"""One arm, every seed: equal steps, batch, optimiser, schedule and initial vision weights in every arm.
+
+Arms (what each one has): ``clip`` (no alpha channel, CLIP's short text tower, global branch on captions cut
+at the short context: the CLIP-style baseline), ``alphaclip`` (alpha channel, short text tower, global +
+region branches: the Alpha-CLIP-style baseline), ``pixclip`` (alpha channel, long-context LM text encoder,
+global + region + pixel branches), and PixCLIP without each branch (``pixclip_no_global``, ``_no_region``,
+``_no_pixel``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from icmlrepro.core.io import atomic_path, read_parquet
+from icmlrepro.core.seeding import derive_seed, seed_everything
+
+from .data import BACKGROUNDS, COLORS, TEXTURES, phrase
+from .losses import contrastive, patch_targets, pixel_loss
+from .model import DualEncoder, encode_ids, preload
+
+BRANCHES = ("global", "region", "pixel")
+ARMS = {  # arm: (alpha channel, long-text encoder, branches)
+    "clip": (False, False, ("global",)),
+    "alphaclip": (True, False, ("global", "region")),
+    "pixclip": (True, True, BRANCHES),
+    "pixclip_no_global": (True, True, ("region", "pixel")),
+    "pixclip_no_region": (True, True, ("global", "pixel")),
+    "pixclip_no_pixel": (True, True, ("global", "region")),
+}
+
+
+def slot_texts() -> list[str]:
+    """Every text the region and pixel branches use: the background sentences, then every region phrase."""
+    return [f"a {b} background" for b in BACKGROUNDS] + [phrase(c, t) for c in COLORS for t in TEXTURES]
+
+
+def load_split(arrays, scenes: pd.DataFrame, regions: pd.DataFrame, split: str, max_objects: int) -> dict:
+    """Tensors of one split: images (N, 3, H, W) in [0, 1], label maps, captions, and per scene the index of
+    its slot texts in ``slot_texts()`` (slot 0 background, 1..k regions, -1 absent)."""
+    sc = scenes[scenes["split"] == split].reset_index(drop=True)
+    rg = regions[regions["split"] == split]
+    idx = sc["scene"].to_numpy()
+    text_id = {t: i for i, t in enumerate(slot_texts())}
+    slots = np.full((len(sc), max_objects + 1), -1, dtype=np.int64)
+    slots[:, 0] = [text_id[f"a {b} background"] for b in sc["background"]]
+    pos = {s: i for i, s in enumerate(idx)}
+    for r in rg.itertuples(index=False):
+        slots[pos[r.scene], r.slot + 1] = text_id[r.phrase]
+    return {"scenes": sc, "regions": rg.reset_index(drop=True),
+            "images": torch.as_tensor(arrays["images"][idx]).permute(0, 3, 1, 2).float() / 255.0,
+            "labels": torch.as_tensor(arrays["labels"][idx].astype(np.int64)),
+            "captions": list(sc["caption"]), "slots": torch.as_tensor(slots), "n_objects": sc["n_objects"].to_numpy()}
+
+
+def trim(ids: torch.Tensor) -> torch.Tensor:
+    """Drop the columns that are padding in every row."""
+    return ids[:, : max(int((ids != 0).sum(1).max()), 1)]
+
+
+def new_model(arm: str, s: dict, vocab: int, seed: int) -> DualEncoder:
+    """The seed's initial model: the vision tower's RGB weights are the same in every arm of a seed."""
+    use_alpha, long_text, _ = ARMS[arm]
+    torch.manual_seed(derive_seed(seed, "pixclip", "init"))
+    return DualEncoder(s, vocab, use_alpha, long_text)
+
+
+def lr_at(step: int, s: dict) -> float:
+    """Linear warm-up over the first 10% of steps, then cosine decay to 0 (multiplier of ``lr``)."""
+    warm = max(1, s["steps"] // 10)
+    if step < warm:
+        return (step + 1) / warm
+    return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, s["steps"] - warm)))
+
+
+def step_loss(model: DualEncoder, tr: dict, b: np.ndarray, branches, s: dict, cap_ids: torch.Tensor,
+              slot_ids: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """The sum of the enabled branches' losses on scenes ``b``."""
+    scale = model.logit_scale.exp().clamp(max=100.0)
+    images, labels = tr["images"][b], tr["labels"][b]
+    loss = torch.zeros(())
+    if "global" in branches or "pixel" in branches:
+        pooled, patches = model.vision(images, None, dense="pixel" in branches)
+        if "global" in branches:
+            loss = loss + contrastive(pooled, model.text(trim(cap_ids[b])), scale)
+        if "pixel" in branches:
+            slots = tr["slots"][b]
+            valid = slots >= 0
+            used, inv = torch.unique(slots[valid], return_inverse=True)
+            emb = model.text(trim(slot_ids[used]))
+            phr = torch.zeros(*slots.shape, emb.shape[-1])
+            phr[valid] = emb[inv]
+            tgt = patch_targets(labels, s["patch_size"], slots.shape[1] - 1)
+            loss = loss + pixel_loss(patches, phr, valid, tgt, scale)
+    if "region" in branches:
+        k = np.array([rng.integers(n) for n in tr["n_objects"][b]])
+        alpha = (labels == torch.as_tensor(k + 1)[:, None, None]).float()
+        text = tr["slots"][b, k + 1]
+        pooled, _ = model.vision(images, alpha)
+        loss = loss + contrastive(pooled, model.text(trim(slot_ids[text])), scale, groups=text)
+    return loss
+
+
+def train(arm: str, tr: dict, tok, s: dict, seed: int) -> tuple[DualEncoder, list[float]]:
+    rng = seed_everything(derive_seed(seed, "pixclip", "train", arm))
+    model = new_model(arm, s, tok.get_vocab_size(), seed)
+    branches = ARMS[arm][2]
+    cap_ids = encode_ids(tok, tr["captions"], model.context)
+    slot_ids = encode_ids(tok, slot_texts(), model.context)
+    opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i, s))
+    n, losses = len(tr["captions"]), []
+    model.train()
+    for _ in range(s["steps"]):
+        b = rng.choice(n, size=min(s["batch"], n), replace=False)
+        loss = step_loss(model, tr, b, branches, s, cap_ids, slot_ids, rng)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return model.eval(), losses
+
+
+def read_data(job, s: dict, split: str) -> dict:
+    arrays = np.load(job.input.arrays)
+    return load_split(arrays, read_parquet(job.input.scenes), read_parquet(job.input.regions), split, s["max_objects"])
+
+
+def run(job) -> None:
+    from tokenizers import Tokenizer
+
+    s, arm = job.params, job.wildcards.arm
+    tok = Tokenizer.from_file(job.input.tokenizer)
+    tr = read_data(job, s, "train")
+    out = {"arm": arm, "seeds": {}}
+    preload()
+    for seed in s["seeds"]:
+        t0 = time.perf_counter()
+        model, losses = train(arm, tr, tok, s, seed)
+        out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": time.perf_counter() - t0}
+    with atomic_path(job.output.models) as tmp:
+        torch.save(out, tmp)
