@@ -24,6 +24,7 @@ include: "workflow/rules/graph_alignment.smk"
 include: "workflow/rules/attribution_sgd.smk"
 include: "workflow/rules/mlembed.smk"
 include: "workflow/rules/topadapter.smk"
+include: "workflow/rules/cofactgvr.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,181 @@
+"""CofactGVR: the world's laws (a unique target, the planted tint shortcut, the cue-broken split, no question
+carrying its answer), the counterfactual intervention and bonus on a hand case, the random-region control,
+the scores on a hand case, the shared warm start, and that every controlled condition fails on its control.
+(The GRPO/Q-PAS loop itself is tested in test_rl_grpo.py.)"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icmlrepro.core import verdicts as V
+from icmlrepro.core.claims import load_claims
+from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.papers.cofactgvr import data, evaluate, model, train
+
+S = {"grid": 4, "n_objects": 4, "n_values": 4, "cue_rate": 0.7, "noise": 0.1}
+TRAIN_S = {**S, "hidden": 16, "lr": 0.003, "n_sft": 50, "sft_steps": 3, "iterations": 3, "prompts": 4, "group_size": 4,
+           "epochs": 1, "minibatches": 2, "clip_eps": 0.2, "beta": 0.04, "format_weight": 0.1, "cf_lambda": 1.0,
+           "qpas_quantile": 0.5}
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {sp: data.make_split(2000, S, sp, 0) for sp in data.SPLITS}
+
+
+def test_every_scene_has_one_target_whose_cell_shows_the_answer(splits):
+    K, tasks = S["n_values"], list(data.TASKS)
+    for d in splits.values():
+        for i in range(200):
+            q_attr, a_attr = (data.ATTRS.index(a) for a in data.TASKS[tasks[d["task"][i]]])
+            q_val = int(np.argmax(d["q"][i][len(data.TASKS):]))
+            assert (d["attrs"][i, :, q_attr] == q_val).sum() == 1 and d["attrs"][i, 0, q_attr] == q_val
+            assert d["answer"][i] == d["attrs"][i, 0, a_attr]
+            cell = d["x"][i, d["target_cell"][i]]
+            assert int(np.argmax(cell[a_attr * K:(a_attr + 1) * K])) == d["answer"][i]
+            # the tint is background: object cells do not show it, empty cells do
+            tint_block = slice(len(data.ATTRS) * K + 1, None)
+            assert cell[tint_block].max() < 0.6
+            empty = np.setdiff1d(np.arange(S["grid"] ** 2), d["cells"][i])
+            assert (np.argmax(d["x"][i, empty][:, tint_block], 1) == d["tint"][i]).all()
+
+
+def test_the_shortcut_is_planted_in_training_and_broken_in_test_broken(splits):
+    hit = {sp: float((d["tint"] == d["answer"]).mean()) for sp, d in splits.items()}
+    expect = S["cue_rate"] + (1 - S["cue_rate"]) / S["n_values"]
+    assert hit["train"] == pytest.approx(expect, abs=0.03) and hit["test_id"] == pytest.approx(expect, abs=0.03)
+    assert hit["test_broken"] == 0.0
+    # splits are different scenes (fresh draws), not copies
+    assert not np.allclose(splits["train"]["x"][:50], splits["test_id"]["x"][:50])
+
+
+def test_no_question_carries_its_answer(splits):
+    d = splits["train"]
+    # the question is (task, identifying value); given it, the answer stays spread over the values
+    key = d["task"] * S["n_values"] + np.argmax(d["q"][:, len(data.TASKS):], 1)
+    for k in np.unique(key):
+        share = np.bincount(d["answer"][key == k], minlength=S["n_values"]) / (key == k).sum()
+        assert share.max() < 0.5
+    assert d["q"].shape[1] == data.question_dim(S["n_values"])
+
+
+def test_masking_removes_exactly_the_chosen_cell_and_none_masks_nothing():
+    x = torch.randn(3, 16, 5)
+    cells = torch.tensor([2, 16, 0])  # 16 = "no evidence"
+    m = model.mask_cells(x, cells)
+    assert (m[0, 2] == 0).all() and (m[2, 0] == 0).all() and torch.equal(m[1], x[1])
+    keep = torch.ones(3, 16, dtype=torch.bool)
+    keep[0, 2] = keep[2, 0] = False
+    assert torch.equal(m[keep], x[keep])
+    pol = model.GVRPolicy(5, 7, 4, 8)
+    q = torch.zeros(3, 7)
+    assert pol.evidence_logits(x, q).shape == (3, 17)
+    # the evidence crop is read from the image it is given: masking the evidence cell blanks the crop, so a
+    # policy's answer on (masked image, e) equals its answer on (masked image, "no evidence")
+    e = torch.tensor([2, 5, 0])
+    xm = model.mask_cells(x, e)
+    assert torch.allclose(pol.answer_logits(xm, q, e), pol.answer_logits(xm, q, torch.full((3,), 16)))
+
+
+class CropReader:
+    """A stand-in policy whose answer reads only the evidence crop: logits = 10 * first K features of the crop."""
+
+    def answer_logits(self, x, q, e):
+        n = x.shape[1]
+        crop = x[torch.arange(len(x)), e.clamp_max(n - 1)] * (e < n)[:, None].float()
+        return 10 * crop[:, :4]
+
+
+def test_counterfactual_bonus_on_a_hand_case():
+    x = torch.zeros(2, 4, 4)
+    x[0, 1, 2] = 1.0  # scene 0: cell 1 shows answer 2
+    x[1, 3, 0] = 1.0  # scene 1: cell 3 shows answer 0
+    q = torch.zeros(2, 3)
+    e, y = torch.tensor([1, 3]), torch.tensor([2, 0])
+    pol = CropReader()
+    al = pol.answer_logits(x, q, e)
+    p_fact = float(torch.softmax(torch.tensor([0.0, 0.0, 10.0, 0.0]), 0)[2])
+    # masking the predicted cell leaves a zero crop: uniform answer, p_cf = 1/4
+    b = train.counterfactual_bonus(pol, x, q, e, y, al, torch.tensor([1.0, 0.0]), e, lam=0.5)
+    assert b.tolist() == pytest.approx([0.5 * (p_fact - 0.25), 0.0])  # no bonus for a low-quality rollout
+    # masking another cell changes nothing for a crop reader: no gap (the random-region control's case)
+    b_other = train.counterfactual_bonus(pol, x, q, e, y, al, torch.ones(2), torch.tensor([0, 0]), lam=0.5)
+    assert b_other.tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_the_random_region_is_never_the_predicted_cell_and_covers_the_rest():
+    rng = np.random.default_rng(0)
+    e = torch.tensor([3] * 4000 + [16] * 1000)
+    r = train.other_cells(e, 16, rng)
+    assert not (r[:4000] == 3).any() and (r < 16).all()
+    counts = np.bincount(r[:4000].numpy(), minlength=16)
+    assert counts[3] == 0 and counts[np.arange(16) != 3].min() > 180
+    assert len(set(r[4000:].tolist())) == 16
+
+
+def test_summarise_on_a_hand_case():
+    pred = pd.DataFrame({"task": ["a", "a", "b", "b"], "correct": [True, True, False, True],
+                         "correct_masked": [False, True, False, True], "hit": [True, False, False, True],
+                         "valid": [True, True, True, False]})
+    s = evaluate.summarise(pred)
+    assert s["acc"] == 0.75 and s["iou"] == 0.5 and s["format"] == 0.75
+    assert s["shortcut"] == 0.25 and s["mask_drop"] == 0.25 and s["acc.a"] == 1.0 and s["acc.b"] == 0.5
+    log = pd.DataFrame({"iteration": range(8), "train_acc": [0, 0, 0, 0, 0, 0, 1.0, 0.5]})
+    assert evaluate.late_std(log) == pytest.approx(float(np.std([1.0, 0.5], ddof=1)))
+
+
+def test_every_arm_of_a_seed_starts_from_the_same_warm_start_and_references_it(splits):
+    s = {**TRAIN_S}
+    starts = {}
+    for arm in ("grpo", "cofactgvr"):
+        pol, log, start = train.train(arm, splits["train"], s, seed=3)
+        starts[arm] = start
+        assert len(log) == s["iterations"] and set(log["steps"]) <= {0, 2}
+    for k in starts["grpo"]:
+        assert torch.equal(starts["grpo"][k], starts["cofactgvr"][k])
+    other = train.warm_start(splits["train"], s, seed=4).state_dict()
+    assert any(not torch.equal(other[k], starts["grpo"][k]) for k in other)
+
+
+def _mf(cond, metric, control):
+    f = MetricsFile("cofactgvr", "smoke", replicates=[0, 1, 2])
+    f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
+    f.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
+    return f
+
+
+def test_every_controlled_condition_fails_on_its_control():
+    """Values on the claimed side reproduce a condition only while they beat the control; the control's own
+    values in the metric's place do not reproduce; a tie with the control does not reproduce."""
+    from .test_claims_registry import substitute_controls
+
+    pc = load_claims("cofactgvr")
+    testable = [c for c in pc.claims if c.conditions]
+    assert testable and all(c.controls for c in testable)
+    for claim in testable:
+        for cond in claim.conditions:
+            single = dataclasses.replace(claim, conditions=(cond,))
+            sign = 1 if cond.op in (">", ">=") else -1
+            passing = _mf(cond, cond.threshold + sign * 0.3, cond.threshold + sign * 0.1)
+            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.metric)
+            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
+            tie = _mf(cond, cond.threshold + sign * 0.3, cond.threshold + sign * 0.3)
+            assert V.judge_claim(single, tie).verdict != V.REPRODUCED
+
+
+# --- the smoke chain through Snakemake ------------------------------------------------------------
+from .conftest import check_smoke_paper  # noqa: E402
+
+
+@pytest.mark.integration
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "cofactgvr", ("arms.png", "training_curves.png", "evidence_examples.png"),
+                                is_timing=lambda n: n.startswith("train_seconds"))
+    assert metrics.get("acc.cue_only.test_broken").values == [0.0] * len(metrics.replicates)
+    assert metrics.get("updates_kept_fraction.grpo").values == [1.0] * len(metrics.replicates)
+    assert max(metrics.get("updates_kept_fraction.cofactgvr").values) < 1.0
