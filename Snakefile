@@ -25,6 +25,7 @@ include: "workflow/rules/attribution_sgd.smk"
 include: "workflow/rules/mlembed.smk"
 include: "workflow/rules/topadapter.smk"
 include: "workflow/rules/cofactgvr.smk"
+include: "workflow/rules/ccc_grpo.smk"
 include: "workflow/rules/report.smk"
 
 

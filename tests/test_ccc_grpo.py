@@ -1,0 +1,267 @@
+"""CCC-GRPO: the CCC reward against hand computations and its edge cases (population moments, undefined -> 0,
+malformed answers, an input without any parsed answer, shuffled pairings), its anti-shrinkage property next to
+the point-wise reward, the answer format and masks, SFT and RL log-probabilities agreeing, one GRPO update moving
+the image-prefix model the way its advantages say, the data law, shot regions and split audit (a planted leak
+is caught), the metrics on planted shrinkage, and the controls."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icmlrepro.core import verdicts as V
+from icmlrepro.core.claims import load_claims
+from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.papers.ccc_grpo import data, evaluate, model as M, rewards as R, sft
+from icmlrepro.rl import grpo
+
+SMALL = {"y_max": 79, "mode": 20, "scale_left": 5, "scale_right": 10, "n_train": 600, "n_test_per_value": 2,
+         "image_size": 16, "latent_noise": 8.0, "pixel_noise": 0.1, "many_above": 20, "few_below": 4,
+         "model": {"hidden": 32, "intermediate": 64, "layers": 1, "heads": 2, "kv_heads": 1, "prefix": 2,
+                   "channels": 4}}
+
+
+def test_ccc_on_hand_cases():
+    assert R.ccc([1, 2, 3], [1, 2, 3]) == pytest.approx(1.0)
+    # a mean shift of 1: cov 2/3, var 2/3 + 2/3, (mean gap)^2 1 -> (4/3) / (7/3)
+    assert R.ccc([1, 2, 3], [2, 3, 4]) == pytest.approx(4 / 7)
+    # population moments: x = [0, 2], y = [0, 1]: cov 0.5, var 1 and 0.25, gap^2 0.25 -> 1 / 1.5
+    # (sample moments would give 2 / 2.75)
+    assert R.ccc([0, 2], [0, 1]) == pytest.approx(2 / 3)
+    assert R.ccc([3, 2, 1], [1, 2, 3]) == pytest.approx(-1.0)
+    # undefined -> 0: constant and equal (zero denominator), a single point
+    assert R.ccc([5, 5, 5], [5, 5, 5]) == 0.0 and R.ccc([4], [7]) == 0.0
+    # constant predictions of varying targets: defined, and 0 (no covariance)
+    assert R.ccc([5, 5, 5], [1, 2, 3]) == 0.0
+
+
+def test_ccc_rewards_assemble_the_batch_as_the_brief_states():
+    nan = np.nan
+    q = np.array([[10.0, 12.0], [20.0, nan], [30.0, 30.0]])
+    y = np.array([10.0, 20.0, 30.0])
+    r = R.ccc_rewards(q, y)   # mu = [11, 20, 30]
+    assert r[0, 0] == pytest.approx(1.0)               # x = [10, 20, 30], y = [10, 20, 30]
+    assert r[0, 1] == pytest.approx(1080 / 1092)       # x = [12, 20, 30]: cov 60, var 488/9, 200/3, gap^2 4/9
+    assert r[1, 1] == 0.0                              # a malformed answer gets 0
+    assert r[1, 0] == pytest.approx(R.ccc([20, 11, 30], [20, 10, 30]))   # mu_1 = 11 stands for input 0
+    # an input with no parsed answer leaves every other input's context
+    q2 = np.array([[10.0, 12.0], [nan, nan], [30.0, 30.0]])
+    r2 = R.ccc_rewards(q2, y)
+    assert r2[0, 1] == pytest.approx(R.ccc([12, 30], [10, 30])) and (r2[1] == 0).all()
+    # shuffled pairings: context targets permuted, each answer still meets its own target
+    perm = np.array([1, 2, 0])
+    rs = R.ccc_rewards(q, y, perm)
+    assert rs[0, 1] == pytest.approx(R.ccc([12, 20, 30], [10, 30, 10]))
+    assert not np.allclose(rs, r)
+
+
+def test_shuffled_context_has_no_fixed_point():
+    rng = np.random.default_rng(0)
+    for b in (2, 3, 8, 32):
+        p = R.shuffled_context(b, rng)
+        assert sorted(p) == list(range(b)) and not (p == np.arange(b)).any()
+
+
+def test_ccc_reward_pays_for_spread_where_the_pointwise_reward_pays_for_the_target():
+    """The relational signal: with a batch whose mean answers are shrunk towards the mean, an answer for a tail
+    input that lies beyond its target scores higher under CCC than the exact answer, which in turn beats a
+    shrunk answer; the point-wise reward prefers the exact answer. (A point-wise CCC would not see the batch.)"""
+    y = np.arange(0.0, 80.0, 10.0)
+    mu = y.mean() + 0.5 * (y - y.mean())                  # other inputs' answers: halfway to the mean
+    q = np.tile(mu[:, None], (1, 3))
+    i = len(y) - 1                                        # the largest target (70)
+    q[i] = [y[i] - 10, y[i], y[i] + 5]                    # shrunk, exact, beyond
+    r = R.ccc_rewards(q, y)[i]
+    assert r[2] > r[1] > r[0]
+    p = R.pointwise_rewards(q, y, 79.0)[i]
+    assert p.argmax() == 1
+    # group advantages follow the rewards: the beyond-target answer gets the largest advantage under CCC
+    adv = grpo.group_advantages(torch.tensor(r + R.format_rewards(q[i])), 3)
+    assert int(adv.argmax()) == 2
+
+
+def test_pointwise_and_format_rewards():
+    q = np.array([[10.0, np.nan], [0.0, 79.0]])
+    y = np.array([20.0, 0.0])
+    assert R.pointwise_rewards(q, y, 79.0).ravel().tolist() == pytest.approx([-10 / 79, -1.0, 0.0, -1.0])
+    assert R.format_rewards(q).tolist() == [[1.0, 0.0], [1.0, 1.0]]
+    tot = R.total_rewards("pointwise", q, y, 79.0, np.random.default_rng(0))
+    assert tot.ravel().tolist() == pytest.approx([1 - 10 / 79, -1.0, 1.0, 0.0])
+    with pytest.raises(ValueError):
+        R.total_rewards("mse", q, y, 79.0, np.random.default_rng(0))
+
+
+def test_answer_format_parsing_and_masks():
+    t = M.encode_targets(np.array([0, 7, 42, 79]))
+    assert t[:, 0].tolist() == [M.BOS] * 4 and t[:, 3].tolist() == [M.EOS] * 4
+    assert M.parse_answers(t[:, 1:]).tolist() == [0.0, 7.0, 42.0, 79.0]
+    d = M.DIGIT0
+    bad = torch.tensor([[d + 1, M.EOS, M.EOS], [M.EOS, d, d], [d, d, d], [d + 4, d + 2, M.PAD]])
+    assert np.isnan(M.parse_answers(bad)).all()
+    assert M.answer_mask(torch.tensor([[d, d, M.EOS], [d, M.EOS, M.EOS], [M.EOS, d, d], [d, d, d]])).tolist() == \
+        [[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return M.build_model(SMALL, 0), torch.rand(6, 16, 16)
+
+
+def test_sft_loss_is_the_mean_negative_answer_logp(tiny):
+    model, x = tiny
+    y = torch.tensor([3, 14, 15, 92 % 80, 65, 35])
+    with torch.no_grad():
+        loss = sft.sft_loss(model, x, y)
+        logp = model.answer_logp(model.image_prefix(x), M.encode_targets(y)[:, 1:])
+    assert float(loss) == pytest.approx(float(-logp.mean()), rel=1e-5)
+
+
+def test_greedy_generation_takes_the_argmax_and_sampling_is_seeded(tiny):
+    model, x = tiny
+    with torch.no_grad():
+        prefix = model.image_prefix(x)
+        g = model.generate(prefix, greedy=True)
+        logits = model.token_logits(prefix, torch.cat([torch.full((6, 1), M.BOS), g[:, :-1]], 1))
+        assert torch.equal(logits.argmax(-1), g)
+        a = model.generate(prefix, greedy=False, generator=torch.Generator().manual_seed(3))
+        b = model.generate(prefix, greedy=False, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+
+
+def test_one_grpo_update_moves_the_policy_as_the_advantages_say():
+    torch.manual_seed(1)
+    model = M.build_model(SMALL, 1)
+    x = torch.rand(4, 16, 16).repeat_interleave(4, 0)       # 4 prompts x 4 answers, group by group
+    with torch.no_grad():
+        prefix = model.image_prefix(x)
+        answers = model.generate(prefix, greedy=False, generator=torch.Generator().manual_seed(0))
+        old = model.answer_logp(prefix, answers)
+    adv = torch.tensor([1.0, -1.0] * 8)
+    mask = M.answer_mask(answers)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    cfg = grpo.GRPOConfig(clip_eps=0.2, beta=0.0, epochs=1, minibatches=1)
+    st = grpo.update(lambda idx: model.answer_logp(model.image_prefix(x[idx]), answers[idx]), old, old, adv, mask,
+                     opt, cfg, np.random.default_rng(0))
+    with torch.no_grad():
+        new = model.answer_logp(model.image_prefix(x), answers)
+    delta = ((new - old) * mask).sum(1)
+    assert st["steps"] == 1 and st["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert float(delta[adv > 0].mean()) > 0 > float(delta[adv < 0].mean())
+
+
+@pytest.fixture(scope="module")
+def arrays():
+    return data.build(SMALL)
+
+
+def test_target_law_shot_regions_and_balanced_test(arrays):
+    p = data.target_probabilities(SMALL)
+    assert p.argmax() == SMALL["mode"] and p.sum() == pytest.approx(1.0)
+    assert p[SMALL["mode"] + 10] / p[SMALL["mode"]] == pytest.approx(np.exp(-1.0))   # right scale 10
+    assert p[SMALL["mode"] - 5] / p[SMALL["mode"]] == pytest.approx(np.exp(-1.0))    # left scale 5
+    reg = data.shot_regions(np.array([0] * 25 + [1] * 4 + [2] * 3 + [3] * 21), {**SMALL, "y_max": 4})
+    assert reg["region"].tolist() == ["many", "medium", "few", "many", "few"]
+    assert reg["train_count"].tolist() == [25, 4, 3, 21, 0]
+    test_counts = np.bincount(arrays["test_y"])
+    assert (test_counts == SMALL["n_test_per_value"]).all()
+    regions = data.shot_regions(arrays["train_y"], SMALL)
+    assert set(regions["region"]) == {"many", "medium", "few"}
+    assert arrays["train_x"].shape == (SMALL["n_train"], 16, 16)
+    # the balanced control set has the same size and no dense region
+    assert len(arrays["balanced_y"]) == SMALL["n_train"]
+    assert np.bincount(arrays["balanced_y"]).max() < np.bincount(arrays["train_y"]).max()
+
+
+def test_image_size_follows_the_target_and_no_test_image_is_in_training(arrays):
+    mass = arrays["train_x"].clip(0, None).sum((1, 2))
+    assert np.corrcoef(mass, arrays["train_y"])[0, 1] > 0.7
+    assert data.shared_images(np.concatenate([arrays["train_x"], arrays["balanced_x"]]), arrays["test_x"]) == 0
+    planted = arrays["train_x"].copy()
+    planted[5] = arrays["test_x"][17]
+    assert data.shared_images(planted, arrays["test_x"]) == 1
+
+
+def test_region_errors_geometric_mean_and_slope_on_hand_cases():
+    y = np.array([0.0, 10.0, 20.0, 30.0])
+    pred = np.array([0.0, 12.0, 16.0, 30.0])
+    region = np.array(["many", "many", "few", "few"])
+    e = evaluate.region_errors(pred, y, region)
+    assert e["all"][0] == pytest.approx(1.5) and e["many"][0] == pytest.approx(1.0) and e["few"][0] == pytest.approx(2.0)
+    # geometric mean over max(|e|, 0.5): (0.5 * 2 * 4 * 0.5)^(1/4) = 2^(1/4)
+    assert e["all"][1] == pytest.approx(2 ** 0.25)
+    assert np.isnan(evaluate.region_errors(pred, y, region)["medium"][0])
+    assert evaluate.slope(y.mean() + 0.5 * (y - y.mean()), y) == pytest.approx(0.5)
+
+
+def _planted_predictions() -> pd.DataFrame:
+    """Balanced targets; SFT and point-wise shrink to the mean (slope 0.5), CCC is exact, shuffled is wild."""
+    y = np.repeat(np.arange(0, 80), 2).astype(float)
+    region = np.where(y < 30, "many", np.where(y < 50, "medium", "few"))
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in (0, 1, 2):
+        for arm, pred in {"train_median": np.full_like(y, 22.0), "sft": 22 + 0.5 * (y - 22),
+                          "sft_balanced": y + rng.normal(0, 2, len(y)), "pointwise": 22 + 0.6 * (y - 22),
+                          "ccc": y + rng.normal(0, 1, len(y)), "ccc_shuffled": 80 - y}.items():
+            rows.append(pd.DataFrame({"seed": seed, "arm": arm, "y": y, "region": region, "well_formed": True,
+                                      "pred": pred}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_metrics_and_verdicts_on_planted_shrinkage():
+    s = {"scale": "smoke", "seeds": [0, 1, 2], "rewards": ["pointwise", "ccc", "ccc_shuffled"]}
+    secs = {a: {sd: 1.0 for sd in s["seeds"]} for a in evaluate.arms_of(s)}
+    mf = evaluate.build_metrics(_planted_predictions(), s, secs)
+    assert mf.get("slope.sft").values == pytest.approx([0.5] * 3)
+    assert mf.get("mae_gain_vs_sft.ccc.all").values[0] > 0
+    assert mf.get("test_images_in_training").values == [0.0] * 3
+    res = {r.claim.id: r.verdict for r in V.judge_paper(load_claims("ccc_grpo"), mf)}
+    assert res["regression_to_mean"] == V.REPRODUCED and res["improves_over_baselines"] == V.REPRODUCED
+    assert res["distribution_alignment"] == V.REPRODUCED and res["tail_gains"] == V.REPRODUCED
+    # with CCC-GRPO's answers replaced by SFT's the method claims no longer hold
+    p = _planted_predictions()
+    p.loc[p["arm"] == "ccc", "pred"] = p.loc[p["arm"] == "sft", "pred"].to_numpy()
+    res = {r.claim.id: r.verdict for r in V.judge_paper(load_claims("ccc_grpo"), evaluate.build_metrics(p, s, secs))}
+    assert res["improves_over_baselines"] != V.REPRODUCED and res["tail_gains"] != V.REPRODUCED
+
+
+def _mf(cond, metric, control):
+    f = MetricsFile("ccc_grpo", "smoke", replicates=[0, 1, 2])
+    f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
+    f.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
+    return f
+
+
+def test_every_controlled_condition_fails_on_its_control():
+    from .test_claims_registry import substitute_controls
+
+    pc = load_claims("ccc_grpo")
+    testable = [c for c in pc.claims if c.conditions]
+    assert testable and all(c.controls for c in testable)
+    for claim in testable:
+        for cond in claim.conditions:
+            single = dataclasses.replace(claim, conditions=(cond,))
+            sign = 1.0 if cond.op in (">", ">=") else -1.0
+            passing = _mf(cond, cond.threshold + 0.3 * sign, cond.threshold + 0.1 * sign)
+            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.metric)
+            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
+            tie = _mf(cond, cond.threshold + 0.3 * sign, cond.threshold + 0.3 * sign)
+            assert V.judge_claim(single, tie).verdict != V.REPRODUCED
+
+
+# --- the smoke chain through Snakemake ------------------------------------------------------------
+from .conftest import check_smoke_paper  # noqa: E402
+
+
+@pytest.mark.integration
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "ccc_grpo", ("error_by_shot_region.png", "predicted_vs_true.png",
+                                                        "grpo_curves.png"),
+                                is_timing=lambda n: n.startswith("train_seconds"))
+    assert metrics.get("test_images_in_training").values == [0.0] * len(metrics.replicates)
+    assert metrics.get("mae.train_median.all").values[0] > 0

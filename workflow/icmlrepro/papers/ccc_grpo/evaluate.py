@@ -1,0 +1,134 @@
+"""Greedy answers of every arm on the balanced test set; MAE and geometric-mean error by shot region, the slope
+and CCC of predictions on targets; metrics.json.
+
+Arms: ``sft`` (token-level SFT on the long-tailed set), ``sft_balanced`` (SFT on uniform targets: the density
+control), one per RL reward (``pointwise``, ``ccc``, ``ccc_shuffled``), and ``train_median`` (the trivial
+reference: the training set's median for every image). A malformed answer is scored as the training median
+(its share is reported as ``well_formed``). Geometric-mean error: exp(mean log max(|e|, 0.5)); integer answers
+hit exactly often, and a plain geometric mean would be 0 (0.5 is half the answer's resolution).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.metrics import MetricsFile
+
+from .data import REGIONS, load_arrays, shared_images
+from .model import predict
+from .rewards import ccc
+from .sft import load_model
+
+TRIVIAL = "train_median"
+GROUPS = ("all", *REGIONS)
+GM_FLOOR = 0.5
+
+
+def arms_of(s: dict) -> list[str]:
+    return ["sft", "sft_balanced", *s["rewards"]]
+
+
+def prediction_table(job, s: dict, arrays: dict) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """Every arm's answers per seed and test image, each arm's training seconds per seed, and the RL arms'
+    per-step training logs."""
+    regions = read_parquet(job.input.regions).set_index("y")["region"]
+    y, median = arrays["test_y"], float(np.median(arrays["train_y"]))
+    rows, logs, secs = [], [], {arm: {} for arm in arms_of(s)}
+    for seed in s["seeds"]:
+        preds = {TRIVIAL: np.full(len(y), median)}
+        for arm in arms_of(s):
+            model, ck = load_model(job.input[f"{arm}_seed{seed}"], s)
+            preds[arm], secs[arm][seed] = predict(model, arrays["test_x"]), float(ck["train_seconds"])
+            if "log" in ck:
+                logs.append(pd.DataFrame(ck["log"]).assign(arm=arm, seed=seed))
+        for arm, p in preds.items():
+            rows.append(pd.DataFrame({"seed": seed, "arm": arm, "y": y, "region": regions.loc[y].to_numpy(),
+                                      "well_formed": np.isfinite(p), "pred": np.where(np.isfinite(p), p, median)}))
+    return pd.concat(rows, ignore_index=True), secs, pd.concat(logs, ignore_index=True)
+
+
+def region_errors(pred: np.ndarray, y: np.ndarray, region: np.ndarray) -> dict[str, tuple[float, float]]:
+    """(MAE, geometric-mean error) over all test images and per shot region (NaN for an empty region)."""
+    e = np.abs(pred - y)
+    out = {}
+    for g in GROUPS:
+        m = np.ones(len(y), bool) if g == "all" else region == g
+        out[g] = ((float(e[m].mean()), float(np.exp(np.log(np.maximum(e[m], GM_FLOOR)).mean())))
+                  if m.any() else (np.nan, np.nan))
+    return out
+
+
+def slope(pred: np.ndarray, y: np.ndarray) -> float:
+    """OLS slope of predictions on targets (1 = no shrinkage; < 1 = regression to the mean)."""
+    return float(np.polyfit(y.astype(float), pred.astype(float), 1)[0])
+
+
+def arm_summary(t: pd.DataFrame) -> dict[str, float]:
+    y, p = t["y"].to_numpy(float), t["pred"].to_numpy(float)
+    out = {"slope": slope(p, y), "std_ratio": float(p.std() / y.std()), "test_ccc": ccc(p, y),
+           "well_formed": float(t["well_formed"].mean())}
+    for g, (mae, gm) in region_errors(p, y, t["region"].to_numpy()).items():
+        out[f"mae.{g}"], out[f"gm.{g}"] = mae, gm
+    out["mae_few_minus_many"] = out["mae.few"] - out["mae.many"]
+    return out
+
+
+def build_metrics(pred: pd.DataFrame, s: dict, train_seconds: dict, leaked: int = 0) -> MetricsFile:
+    seeds = list(s["seeds"])
+    mf = MetricsFile("ccc_grpo", s["scale"], replicate="seed", replicates=seeds)
+    summ = {(a, sd): arm_summary(g) for (a, sd), g in pred.groupby(["arm", "seed"])}
+    arms = [TRIVIAL, *arms_of(s)]
+
+    def v(arm, key):
+        return np.array([summ[(arm, sd)][key] for sd in seeds])
+
+    for arm in arms:
+        for g in GROUPS:
+            mf.add(f"mae.{arm}.{g}", v(arm, f"mae.{g}"), unit="target units", direction="lower",
+                   description=f"{arm}: mean absolute error, {g} test images (balanced test set)")
+            mf.add(f"gm.{arm}.{g}", v(arm, f"gm.{g}"), unit="target units", direction="lower",
+                   description=f"{arm}: geometric-mean error (errors floored at {GM_FLOOR}), {g} test images")
+        mf.add(f"slope.{arm}", v(arm, "slope"), unit="slope", direction="none",
+               description=f"{arm}: OLS slope of prediction on target (1 = unbiased, < 1 = regression to the mean)")
+        mf.add(f"std_ratio.{arm}", v(arm, "std_ratio"), unit="ratio", direction="none",
+               description=f"{arm}: std of predictions / std of targets on the test set")
+        mf.add(f"test_ccc.{arm}", v(arm, "test_ccc"), unit="CCC", direction="higher",
+               description=f"{arm}: concordance correlation of predictions and targets on the test set")
+        mf.add(f"mae_few_minus_many.{arm}", v(arm, "mae_few_minus_many"), unit="target units", direction="none",
+               description=f"{arm}: few-shot MAE minus many-shot MAE (> 0: the tail is predicted worse)")
+        if arm != TRIVIAL:
+            mf.add(f"well_formed.{arm}", v(arm, "well_formed"), unit="share", direction="higher",
+                   description=f"{arm}: share of greedy answers that pass the format check")
+    for base in ("sft", "pointwise"):
+        if base not in arms:
+            continue
+        for arm in (a for a in arms if a not in (TRIVIAL, base)):
+            for g in GROUPS:
+                mf.add(f"mae_gain_vs_{base}.{arm}.{g}", v(base, f"mae.{g}") - v(arm, f"mae.{g}"),
+                       unit="target units", direction="higher",
+                       description=f"MAE of {base} minus MAE of {arm}, {g} test images (> 0: {arm} is better)")
+            for g in ("few", "medium"):
+                gain = (v(base, f"mae.{g}") - v(arm, f"mae.{g}")) - (v(base, "mae.many") - v(arm, "mae.many"))
+                mf.add(f"mae_gain_vs_{base}_{g}_minus_many.{arm}", gain, unit="target units", direction="higher",
+                       description=f"MAE reduction of {arm} over {base} in the {g}-shot region minus that in the "
+                                   f"many-shot region")
+            mf.add(f"test_ccc_gain_vs_{base}.{arm}", v(arm, "test_ccc") - v(base, "test_ccc"), unit="CCC",
+                   direction="higher", description=f"test CCC of {arm} minus that of {base}")
+    mf.add("test_images_in_training", [float(leaked)] * len(seeds), unit="images", direction="lower",
+           description="test images that also occur in a training set (the split's audit: must be 0)")
+    for arm, secs in train_seconds.items():
+        mf.add(f"train_seconds.{arm}", [secs[sd] for sd in seeds], unit="s", direction="lower", timing=True,
+               description=f"wall time of training arm {arm} (RL arms: GRPO only, after SFT)")
+    return mf
+
+
+def run(job) -> None:
+    s = job.params
+    arrays = load_arrays(job.input.images)
+    pred, secs, logs = prediction_table(job, s, arrays)
+    leaked = shared_images(np.concatenate([arrays["train_x"], arrays["balanced_x"]]), arrays["test_x"])
+    write_parquet(job.output.rl_log, logs)
+    write_parquet(job.output.predictions, pred)
+    build_metrics(pred, s, secs, leaked).write(job.output.metrics)

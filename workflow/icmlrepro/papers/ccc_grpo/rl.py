@@ -1,0 +1,70 @@
+"""GRPO of one (reward, seed) from that seed's SFT model, on the long-tailed training set.
+
+Every RL arm gets the same steps, prompts per step, answers per prompt (the group), temperature, optimiser,
+clip range and KL weight, and the same prompt batches (one stream per seed, shared by the rewards); only the
+reward differs (the paper's plug-and-play). The reference policy of the KL term is the SFT model.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+
+from icmlrepro.core.seeding import derive_seed, seed_everything
+
+from icmlrepro.rl import grpo
+from .data import load_arrays
+from .model import answer_mask, parse_answers
+from .rewards import total_rewards
+from .sft import load_model, save_model
+
+REWARDS = ("pointwise", "ccc", "ccc_shuffled")
+
+
+def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: int):
+    """GRPO steps on ``model`` (in place); returns the per-step log (mean reward, well-formed share, KL...)."""
+    c = s["rl"]
+    seed_everything(derive_seed(seed, "ccc_grpo", "rl", reward))
+    batches = np.random.default_rng(derive_seed(seed, "ccc_grpo", "rl", "prompts"))   # same in every arm
+    sampler = torch.Generator().manual_seed(derive_seed(seed, "ccc_grpo", "rl", "rollouts"))
+    update_rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", "rl", "minibatches"))
+    reward_rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", "rl", "reward", reward))
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=0.0)
+    cfg = grpo.GRPOConfig(clip_eps=c["clip_eps"], beta=c["beta"], epochs=c["epochs"], minibatches=c["minibatches"])
+    K, xt, log = c["group"], torch.as_tensor(x), []
+    for step in range(c["steps"]):
+        b = batches.choice(len(y), size=c["prompts"], replace=False)
+        imgs = xt[b].repeat_interleave(K, 0)                   # rollouts laid out group by group
+        model.eval()
+        with torch.no_grad():
+            prefix = model.image_prefix(imgs)
+            answers = model.generate(prefix, greedy=False, temperature=c["temperature"], generator=sampler)
+            logp_old = model.answer_logp(prefix, answers)
+            logp_ref = ref.answer_logp(ref.image_prefix(imgs), answers)
+        q = parse_answers(answers).reshape(-1, K)
+        r = total_rewards(reward, q, y[b], float(s["y_max"]), reward_rng)
+        adv = grpo.group_advantages(torch.as_tensor(r.reshape(-1), dtype=torch.float32), K)
+        mask = answer_mask(answers)
+        model.train()
+        st = grpo.update(lambda idx: model.answer_logp(model.image_prefix(imgs[idx]), answers[idx]),
+                         logp_old, logp_ref, adv, mask, opt, cfg, update_rng)
+        ok = np.isfinite(q)
+        log.append({"step": step, "reward": float(r.mean()), "well_formed": float(ok.mean()),
+                    "abs_error": float(np.nanmean(np.abs(q - y[b][:, None]))) if ok.any() else float("nan"),
+                    "answer_std": float(np.nanstd(q)), **{k: st[k] for k in ("kl", "clip_fraction")}})
+    return log
+
+
+def run(job) -> None:
+    s, seed, reward = job.params, int(job.wildcards.seed), job.wildcards.reward
+    arrays = load_arrays(job.input.images)
+    model, _ = load_model(job.input.sft, s)
+    t0 = time.perf_counter()
+    log = train_rl(model, arrays["train_x"], arrays["train_y"], s, reward, seed)
+    save_model(job.output.model, model, arm=reward, seed=seed, log=log, train_seconds=time.perf_counter() - t0)

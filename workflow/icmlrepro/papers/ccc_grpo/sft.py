@@ -1,0 +1,70 @@
+"""Token-level SFT of one seed: cross-entropy on the answer tokens [tens, units, <eos>] given the image.
+
+Two arms from the same initial weights and the same steps, batch and optimiser: ``sft`` on the long-tailed
+training set (the paper's SFT baseline and the start of every RL arm) and ``sft_balanced`` on a training set
+of the same size with uniform targets (the control of the density cause: without a dense region there is
+nothing to regress towards).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from icmlrepro.core.io import atomic_path
+from icmlrepro.core.seeding import derive_seed, seed_everything
+
+from .data import load_arrays
+from .model import build_model, encode_targets
+
+ARMS = {"sft": "train", "sft_balanced": "balanced"}
+
+
+def sft_loss(model, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    tokens = encode_targets(targets)
+    logits = model.token_logits(model.image_prefix(images), tokens[:, :-1])
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+
+
+def train_sft(x: np.ndarray, y: np.ndarray, s: dict, seed: int, arm: str):
+    """The SFT model of ``seed`` trained on (x, y) and its loss curve (cosine-decayed AdamW)."""
+    c = s["sft"]
+    rng = seed_everything(derive_seed(seed, "ccc_grpo", "sft", arm))
+    model = build_model(s, derive_seed(seed, "ccc_grpo", "init"))
+    opt = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 0.5 * (1 + np.cos(np.pi * t / max(c["steps"], 1))))
+    xt, yt, losses = torch.as_tensor(x), torch.as_tensor(y), []
+    model.train()
+    for _ in range(c["steps"]):
+        b = torch.as_tensor(rng.choice(len(y), size=min(c["batch"], len(y)), replace=False))
+        loss = sft_loss(model, xt[b], yt[b])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return model, losses
+
+
+def save_model(path, model, **extra) -> None:
+    with atomic_path(path) as tmp:
+        torch.save({"state": model.state_dict(), **extra}, tmp)
+
+
+def load_model(path, s: dict):
+    ck = torch.load(path, weights_only=False)
+    model = build_model(s, 0)
+    model.load_state_dict(ck["state"])
+    return model, ck
+
+
+def run(job) -> None:
+    s, seed = job.params, int(job.wildcards.seed)
+    arrays = load_arrays(job.input.images)
+    for arm, split in ARMS.items():
+        t0 = time.perf_counter()
+        model, losses = train_sft(arrays[f"{split}_x"], arrays[f"{split}_y"], s, seed, arm)
+        save_model(job.output[arm], model, arm=arm, seed=seed, losses=losses,
+                   train_seconds=time.perf_counter() - t0)

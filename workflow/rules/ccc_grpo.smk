@@ -1,0 +1,138 @@
+# CCC-reward GRPO for long-tailed numeric regression (resources/claims/ccc_grpo.yaml).
+# ccc_grpo_data -> ccc_grpo_sft (seed) -> ccc_grpo_rl (reward x seed) -> ccc_grpo_eval -> ccc_grpo_figures
+from icmlrepro.papers.ccc_grpo.workflow_inputs import ccc_grpo_model_files
+
+
+rule ccc_grpo_data:
+    output:
+        images="results/{scale}/ccc_grpo/data/images.npz",
+        regions="results/{scale}/ccc_grpo/data/regions.parquet",
+        summary="results/{scale}/ccc_grpo/data/summary.json",
+    params:
+        stage="ccc_grpo.data",
+        spec=paths_spec,
+        settings=settings_of("ccc_grpo", "y_max", "mode", "scale_left", "scale_right", "n_train",
+                             "n_test_per_value", "image_size", "latent_noise", "pixel_noise", "many_above",
+                             "few_below"),
+    log:
+        "results/{scale}/ccc_grpo/logs/ccc_grpo_data.log",
+    benchmark:
+        "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_data.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule ccc_grpo_sft:
+    input:
+        images=rules.ccc_grpo_data.output.images,
+    output:
+        sft="results/{scale}/ccc_grpo/sft/seed{seed}/sft.pt",
+        sft_balanced="results/{scale}/ccc_grpo/sft/seed{seed}/sft_balanced.pt",
+    params:
+        stage="ccc_grpo.sft",
+        spec=paths_spec,
+        settings=settings_of("ccc_grpo", "image_size", "model", "sft"),
+    log:
+        "results/{scale}/ccc_grpo/logs/ccc_grpo_sft/seed{seed}.log",
+    benchmark:
+        "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_sft/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
+        runtime=lambda wildcards, attempt: (20 if wildcards.scale != "paper" else 24 * 60) * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule ccc_grpo_rl:
+    input:
+        images=rules.ccc_grpo_data.output.images,
+        sft=rules.ccc_grpo_sft.output.sft,
+    output:
+        model="results/{scale}/ccc_grpo/rl/{reward}/seed{seed}/model.pt",
+    params:
+        stage="ccc_grpo.rl",
+        spec=paths_spec,
+        settings=settings_of("ccc_grpo", "image_size", "model", "rl", "y_max"),
+    log:
+        "results/{scale}/ccc_grpo/logs/ccc_grpo_rl/{reward}-seed{seed}.log",
+    benchmark:
+        "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_rl/{reward}-seed{seed}.tsv"
+    wildcard_constraints:
+        reward="pointwise|ccc|ccc_shuffled",
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
+        runtime=lambda wildcards, attempt: (20 if wildcards.scale != "paper" else 24 * 60) * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule ccc_grpo_eval:
+    input:
+        unpack(lambda wildcards: ccc_grpo_model_files(paper_settings(config, "ccc_grpo", wildcards.scale))),
+        images=rules.ccc_grpo_data.output.images,
+        regions=rules.ccc_grpo_data.output.regions,
+    output:
+        metrics="results/{scale}/ccc_grpo/metrics.json",
+        predictions="results/{scale}/ccc_grpo/eval/predictions.parquet",
+        rl_log="results/{scale}/ccc_grpo/eval/rl_log.parquet",
+    params:
+        stage="ccc_grpo.evaluate",
+        spec=paths_spec,
+        settings=settings_of("ccc_grpo", "image_size", "model", "rewards", "seeds"),
+    log:
+        "results/{scale}/ccc_grpo/logs/ccc_grpo_eval.log",
+    benchmark:
+        "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_eval.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        runtime=lambda wildcards, attempt: 20 * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+rule ccc_grpo_figures:
+    input:
+        predictions=rules.ccc_grpo_eval.output.predictions,
+        rl_log=rules.ccc_grpo_eval.output.rl_log,
+        regions=rules.ccc_grpo_data.output.regions,
+    output:
+        regions=report("results/{scale}/ccc_grpo/figures/error_by_shot_region.png", caption="../../report/captions/ccc_grpo.rst", category="ccc_grpo"),
+        scatter=report("results/{scale}/ccc_grpo/figures/predicted_vs_true.png", caption="../../report/captions/ccc_grpo.rst", category="ccc_grpo"),
+        curves=report("results/{scale}/ccc_grpo/figures/grpo_curves.png", caption="../../report/captions/ccc_grpo.rst", category="ccc_grpo"),
+    params:
+        stage="ccc_grpo.figures",
+        spec=paths_spec,
+        settings=settings_of("ccc_grpo", "rewards"),
+    log:
+        "results/{scale}/ccc_grpo/logs/ccc_grpo_figures.log",
+    benchmark:
+        "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_figures.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
+PAPER_OUTPUTS["ccc_grpo"] = {
+    "metrics": rules.ccc_grpo_eval.output.metrics,
+    "figures": list(rules.ccc_grpo_figures.output),
+}
