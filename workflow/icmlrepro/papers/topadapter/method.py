@@ -1,7 +1,7 @@
 """TopAdapter (our reading of the abstract; the paper's code is not public): ToInjection + ToTransfer.
 
 ToInjection: a simplex generator turns each patch's kNN complex at several scales (0D vertices, 1D edges,
-2D triangles; geometry.simplex_features) into a topological feature per patch: one small MLP per
+2D triangles; geometry.simplex_features) into a topological feature per patch: one linear layer + GELU per
 (scale, simplex dimension), max-pooled over the simplices, concatenated and fused. Before each frozen block a
 geometric controller fuses it with the semantic patch tokens: ``h += gate(h, s) * P(s)``, the gate an
 input-dependent sigmoid of both (a bottleneck MLP), ``P`` zero-initialised (the frozen model is unchanged at
@@ -38,7 +38,7 @@ class SimplexGenerator(nn.Module):
     def __init__(self, scales, dims, dt: int, noise: bool = False):
         super().__init__()
         self.scales, self.dims, self.noise = tuple(scales), tuple(dims), noise
-        self.enc = nn.ModuleDict({f"k{k}_d{q}": nn.Sequential(nn.Linear(WIDTHS[q], dt), nn.GELU(), nn.Linear(dt, dt))
+        self.enc = nn.ModuleDict({f"k{k}_d{q}": nn.Sequential(nn.Linear(WIDTHS[q], dt), nn.GELU())
                                   for k in self.scales for q in self.dims})
         self.fuse = nn.Sequential(nn.Linear(len(self.enc) * dt, dt), nn.GELU())
         self.gen: torch.Generator | None = None  # set by the trainer for reproducible noise
