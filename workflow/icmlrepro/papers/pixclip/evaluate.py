@@ -28,7 +28,7 @@ from icmlrepro.core.metrics import MetricsFile
 from .data import COLORS, SHAPES, TEXTURES, heldout_combos, phrase
 from .losses import patch_targets
 from .model import RGB_MEAN, encode_ids
-from .train import ARMS, load_split, new_model, slot_texts
+from .train import load_split, new_model, slot_texts
 
 RANDOM = "random"  # the untrained PixCLIP model of each seed (floor)
 IRREGULAR = ("blob", "polygon", "ring")
@@ -55,7 +55,7 @@ def region_masks(te: dict, wrong: bool) -> torch.Tensor:
     """(R, H, W) mask of each test region, or of the wrong region (next region of the scene, or complement)."""
     rg = te["regions"]
     pos = {s: i for i, s in enumerate(te["scenes"]["scene"])}
-    rows = rg["scene"].map(pos).to_numpy()
+    rows = np.array(rg["scene"].map(pos))
     n = te["n_objects"][rows]
     slot = np.array(rg["slot"])
     use = (slot + 1) % n if wrong else slot
@@ -69,7 +69,7 @@ def region_masks(te: dict, wrong: bool) -> torch.Tensor:
 @torch.no_grad()
 def embed_regions(model, te: dict, masks: torch.Tensor) -> torch.Tensor:
     pos = {s: i for i, s in enumerate(te["scenes"]["scene"])}
-    rows = torch.as_tensor(te["regions"]["scene"].map(pos).to_numpy())
+    rows = torch.as_tensor(np.array(te["regions"]["scene"].map(pos)))
     out = []
     for i in range(0, len(rows), CHUNK):
         img, m = te["images"][rows[i:i + CHUNK]], masks[i:i + CHUNK].float()

@@ -31,10 +31,9 @@ def _bars(ax, scores: pd.DataFrame, keys: dict, arms: list[str]) -> None:
         x = np.arange(len(keys)) + i * w
         sub = scores[scores["arm"] == arm]
         per = [sub.loc[sub["metric"] == k, "value"].to_numpy() for k in keys]
-        bars = ax.bar(x, [v.mean() if len(v) else np.nan for v in per], w, label=LABELS.get(arm, arm))
+        ax.bar(x, [v.mean() if len(v) else np.nan for v in per], w, label=LABELS.get(arm, arm))
         for xi, v in zip(x, per):
             ax.scatter(np.full(len(v), xi), v, s=5, color="k", zorder=3)
-        bars[0].set_label(LABELS.get(arm, arm))
     ax.set_xticks(np.arange(len(keys)) + 0.4 - w / 2, list(keys.values()), fontsize=7)
 
 
