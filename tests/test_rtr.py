@@ -1,0 +1,223 @@
+"""RTR: smoothness measures on hand-computed cases, the block VAE's locality and loss, the MuJoCo scene
+(inverse kinematics, contact is the only way to move the puck, the expert succeeds), the executor's
+schedules (sync holds, async switches at the delay, RTR receives exactly the committed actions and is a
+no-op at zero delay with an identity refine, temporal ensembling averages overlapping chunks), inpainting
+keeps the known actions, and the controls of the claims."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from icmlrepro.core import verdicts as V
+from icmlrepro.core.claims import load_claims
+from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.papers.rtr import chunks as C
+from icmlrepro.papers.rtr import sim
+from icmlrepro.papers.rtr.execute import Schedule, rollout, te_action
+from icmlrepro.papers.rtr.model import BlockVAE, Denoiser, latent_steps, vae_loss
+from icmlrepro.papers.rtr.policy import Codec, Normalizer, sample
+
+FPS = 60
+
+
+def test_jerk_and_acceleration_of_a_cubic_by_hand():
+    t = np.arange(10) / FPS
+    traj = np.stack([t**3, np.zeros_like(t)], -1)  # x = t^3: third derivative 6, second 6t
+    acc, jerk = C.acc_jerk(traj, FPS)
+    assert jerk == pytest.approx(np.full(7, 6.0), rel=1e-6)  # finite third difference of a cubic is exact
+    assert acc == pytest.approx(6 * (t[:-2] + 1 / FPS), rel=1e-6)  # central second difference at t + h
+    line = np.stack([t, 2 * t], -1)
+    assert np.allclose(C.acc_jerk(line, FPS)[1], 0)
+    s = C.summary(np.array([1.0, 2.0, 3.0, 100.0]))
+    assert s["mean"] == pytest.approx(26.5) and s["max"] == 100.0
+
+
+def test_boundary_gap_and_boundary_jerk_by_hand():
+    ex = np.zeros((10, 2))
+    ex[5:] = [0.3, -0.1]  # a jump at tick 5
+    assert C.boundary_gap(ex, [5]) == pytest.approx([0.4])  # L1
+    assert C.boundary_gap(ex, [3]) == pytest.approx([0.0])
+    # the three third differences x[i+3] - 3x[i+2] + 3x[i+1] - x[i] that hold ticks 4 and 5 (i = 2, 3, 4) are
+    # 1, -2, 1 times the step (|step| = 0.3162 m)
+    mag = np.hypot(0.3, 0.1)
+    assert C.boundary_jerk(ex, [5], FPS) == pytest.approx([(1 + 2 + 1) / 3 * mag * FPS**3])
+
+
+def test_interpolation_and_hold_are_exact_on_lines_and_chunks_pad_with_the_last_action():
+    chunk = np.stack([np.arange(48) * 0.01, np.arange(48) * -0.02], -1)[None]
+    knots = C.to_low_rate(chunk, 4)
+    assert knots.shape == (1, 12, 2)
+    assert np.allclose(C.interp_60(knots, 4), chunk)  # a line is reproduced, also after the last knot
+    held = C.hold_60(knots, 4)
+    assert np.allclose(held[0, :4], chunk[0, 0]) and np.allclose(held[0, 4:8], chunk[0, 4])
+    obs, act = np.zeros((1, 5, 3)), np.arange(5.0)[None, :, None] * np.ones((1, 5, 2))
+    o, c = C.chunks(obs, act, horizon=4)
+    assert c.shape == (5, 4, 2) and list(c[3, :, 0]) == [3, 4, 4, 4] and list(c[0, :, 0]) == [0, 1, 2, 3]
+
+
+def test_pause_mask_counts_still_ticks_only_while_unfinished():
+    tip = np.array([[0, 0], [0.001, 0], [0.001, 0], [0.002, 0], [0.002, 0]], float)  # speeds 0.06, 0, 0.06, 0
+    assert C.pause_mask(tip, -1, FPS, 0.01).tolist() == [False, True, False, True]
+    assert C.pause_mask(tip, 2, FPS, 0.01).tolist() == [False, True, False, False]
+    assert C.active_ticks(4, 2) == 2 and C.active_ticks(4, -1) == 4
+
+
+def test_block_vae_shapes_locality_and_loss():
+    assert [latent_steps(12, f) for f in (1, 2, 4, 8, 16)] == [12, 6, 3, 2, 1]
+    torch.manual_seed(0)
+    vae = BlockVAE(2, 48, 12, 4, 2).eval()
+    x = torch.randn(3, 48, 2)
+    mu, logvar = vae.encode(x)
+    assert mu.shape == (3, 4 * 3 * 2) and vae.decode(mu).shape == (3, 48, 2)
+    # blocks are encoded independently: changing block 3 leaves block 0's latents unchanged
+    y = x.clone()
+    y[:, 36:] += 1.0
+    mu2, _ = vae.encode(y)
+    per = 3 * 2
+    assert torch.allclose(mu[:, :per], mu2[:, :per]) and not torch.allclose(mu[:, -per:], mu2[:, -per:])
+    # ... but the MLP decoder mixes them: every output step depends on block 3's latents
+    z = mu.clone()
+    z[:, -per:] += 1.0
+    assert (vae.decode(z) - vae.decode(mu)).abs()[:, :12].sum() > 0
+    # loss by hand: KL of N(0, 1) is 0, L1 is the mean absolute error
+    zero = torch.zeros(2, 4)
+    loss, l1, kl = vae_loss(torch.ones(2, 3), torch.zeros(2, 3), zero, zero, beta=0.5)
+    assert float(kl) == 0.0 and float(l1) == 1.0 and float(loss) == 1.0
+    mu1 = torch.ones(1, 4)
+    assert float(vae_loss(torch.zeros(1, 1), torch.zeros(1, 1), mu1, torch.zeros(1, 4), 1.0)[2]) == pytest.approx(2.0)
+
+
+def test_inverse_kinematics_inverts_forward_kinematics():
+    pts = np.array([[0.3, 0.1], [0.2, -0.15], [0.42, 0.0], [0.12, 0.0]])
+    assert np.allclose(sim.fk(sim.ik(pts)), pts, atol=1e-9)
+
+
+def test_puck_moves_only_by_contact_and_the_expert_pushes_it_in():
+    tasks = sim.sample_tasks(np.random.default_rng(3), 4)
+    still = sim.PushBatch(tasks)
+    for _ in range(60):
+        still.step(still.cmd)  # the arm holds: nothing may touch the puck
+    assert np.allclose(still.puck(), tasks[:, :2], atol=1e-6) and not still.done.any()
+    r = sim.run_expert(tasks, 180)
+    assert r["success"].all() and (r["done_tick"] > 0).all()
+    # a planted shortcut: an arm that never reaches the puck cannot succeed
+    away = sim.PushBatch(tasks)
+    for _ in range(120):
+        away.step(np.tile([0.05, 0.3], (4, 1)))
+    assert not away.done.any()
+
+
+def _ramp_policy(calls):
+    """A fake policy: the chunk is a ramp starting at the observed command, slope fixed; records prefixes."""
+    def policy(obs, prefix):
+        calls.append(None if prefix is None else prefix.copy())
+        start = obs[:, 8:10]
+        return start[:, None] + np.arange(48)[None, :, None] * np.array([0.001, 0.0])
+    return policy
+
+
+def test_sync_holds_during_inference_and_async_switches_at_the_delay():
+    tasks = sim.sample_tasks(np.random.default_rng(0), 2)
+    r = rollout(tasks, _ramp_policy([]), Schedule("sync", 24, 24, 48), 96)
+    assert r["switches"] == [72]  # chunk 0 at 24 (out of the initial hold, not counted), chunk 1 at 72
+    assert np.allclose(r["executed"][:, 48:72], r["executed"][:, 47:48])  # held during the second inference
+    r = rollout(tasks, _ramp_policy([]), Schedule("async", 24, 24, 48), 96)
+    assert r["switches"] == [48, 72]
+    assert np.allclose(r["executed"][:, :24], sim.TIP_START)  # nothing arrived yet: the start pose is held
+
+
+def test_rtr_gets_the_committed_actions_and_is_a_no_op_at_zero_delay_with_identity_refine():
+    tasks = sim.sample_tasks(np.random.default_rng(1), 2)
+    seen = []
+
+    def refine(prefix, chunk):
+        seen.append(prefix.copy())
+        return chunk
+
+    r = rollout(tasks, _ramp_policy([]), Schedule("rtr", 24, 24, 48), 96, refine=refine)
+    naive = rollout(tasks, _ramp_policy([]), Schedule("async", 24, 24, 48), 96)
+    assert np.allclose(r["executed"], naive["executed"])  # identity refine: RTR reduces to the naive switch
+    for k, prefix in enumerate(seen[1:], start=1):  # chunk k reuses what was executed at ticks 24k .. 24k+23
+        assert np.allclose(prefix, r["executed"][:, 24 * k:24 * k + 24])
+    zero = rollout(tasks, _ramp_policy([]), Schedule("rtr", 0, 24, 48), 96, refine=refine)
+    assert seen[-1].shape[1] == 0
+    assert np.allclose(zero["executed"], rollout(tasks, _ramp_policy([]), Schedule("async", 0, 24, 48), 96)["executed"])
+    calls = []
+    rollout(tasks, _ramp_policy(calls), Schedule("rtc", 24, 24, 48), 72)
+    assert calls[0].shape == (2, 24, 2)  # RTC-like inpainting gets the committed actions to inpaint
+
+
+def test_temporal_ensembling_averages_the_arrived_overlapping_chunks():
+    sch = Schedule("te", 24, 24, 48, te_period=12, te_m=0.0)
+    c1, c2 = np.ones((1, 48, 2)), 3 * np.ones((1, 48, 2))
+    fb = np.zeros((1, 2))
+    assert np.allclose(te_action([(0, c1), (12, c2)], 30, sch, fb), 1.0)  # c2 not arrived until 36
+    assert np.allclose(te_action([(0, c1), (12, c2)], 40, sch, fb), 2.0)  # both: plain mean with m = 0
+    assert np.allclose(te_action([(0, c1), (12, c2)], 50, sch, fb), 3.0)  # c1 ended at 47
+    assert np.allclose(te_action([], 5, sch, fb), 0.0)
+    with pytest.raises(ValueError):
+        Schedule("async", 30, 24, 48)
+
+
+def test_codec_and_inpainting_keep_what_they_must():
+    norm = Normalizer(np.array([0.2, 0.0]), np.array([0.1, 0.05]))
+    chunk = np.random.default_rng(0).normal(size=(3, 48, 2)) * 0.05 + 0.2
+    assert np.allclose(Codec("action60", norm).decode(Codec("action60", norm).encode(chunk)), chunk, atol=1e-6)
+    assert Codec("action15", norm).encode(chunk).shape == (3, 24)
+    s = {"train_timesteps": 100, "inference_steps": 8}
+    torch.manual_seed(0)
+    den = Denoiser(96, 10, 32, 2).eval()
+    mask = np.zeros(96, bool)
+    mask[:48] = True
+    vals = np.random.default_rng(1).normal(size=(3, 96)).astype(np.float32)
+    out = sample(den, np.zeros((3, 10), np.float32), 96, s, torch.Generator().manual_seed(0), (mask, vals))
+    assert np.allclose(out[:, :48], vals[:, :48]) and not np.allclose(out[:, 48:], vals[:, 48:])
+    a = sample(den, np.zeros((3, 10), np.float32), 96, s, torch.Generator().manual_seed(5))
+    b = sample(den, np.zeros((3, 10), np.float32), 96, s, torch.Generator().manual_seed(5))
+    assert np.array_equal(a, b)  # seeded sampling is reproducible
+
+
+def _mf(cond, metric, control):
+    f = MetricsFile("rtr", "smoke", replicates=[0, 1, 2])
+    f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
+    if cond.control:
+        f.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
+    return f
+
+
+def test_every_controlled_condition_fails_on_its_control():
+    """Values above the threshold reproduce a condition only while they beat the control; the control's own
+    values in the metric's place do not reproduce."""
+    from .test_claims_registry import substitute_controls
+
+    pc = load_claims("rtr")
+    testable = [c for c in pc.claims if c.conditions]
+    assert testable and all(c.controls for c in testable)
+    for claim in testable:
+        for cond in claim.conditions:
+            if not cond.control:
+                continue
+            single = dataclasses.replace(claim, conditions=(cond,))
+            passing = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.1)
+            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.metric)
+            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
+            tie = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.3)
+            assert V.judge_claim(single, tie).verdict != V.REPRODUCED
+
+
+# --- the smoke chain through Snakemake ------------------------------------------------------------
+from .conftest import check_smoke_paper  # noqa: E402
+
+
+@pytest.mark.integration
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "rtr", ("trajectories.png", "chunk_continuity.png", "success_pauses.png",
+                                                   "offline_chunks.png"),
+                                is_timing=lambda n: n == "eval_seconds")
+    assert metrics.get("closed.expert.success").values == [1.0] * len(metrics.replicates)
+    assert metrics.get("closed.hold.success").values == [0.0] * len(metrics.replicates)
+    assert all(v == 1.0 for v in metrics.get("closed.hold.pause_share").values)

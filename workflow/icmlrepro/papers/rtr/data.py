@@ -1,0 +1,64 @@
+"""Demonstrations: the scripted expert pushing the puck in MuJoCo, recorded at 60 Hz.
+
+Training and test demonstrations come from disjoint task streams (different derived seeds); the
+closed-loop evaluation draws its own tasks from a third stream per seed (evaluate.py), so no evaluated
+episode was demonstrated. Failed demonstrations would be dropped from training (the usual filter for
+scripted data); their count is recorded in the summary (the expert succeeds on all tasks tested so far).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from icmlrepro.core.io import read_parquet, write_json, write_parquet
+from icmlrepro.core.seeding import derive_seed
+
+from . import sim
+
+ACT_COLS = ["act_x", "act_y"]
+
+
+def demo_table(split: str, n: int, ticks: int, base_seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(steps, episodes) of ``n`` expert episodes of ``ticks`` ticks on tasks from the split's own stream."""
+    tasks = sim.sample_tasks(np.random.default_rng(derive_seed(base_seed, "rtr", "demos", split)), n)
+    r = sim.run_expert(tasks, ticks)
+    e, t = np.meshgrid(np.arange(n), np.arange(ticks), indexing="ij")
+    steps = pd.DataFrame({"split": split, "episode": e.ravel(), "t": t.ravel()})
+    for i, name in enumerate(sim.OBS_NAMES):
+        steps[name] = r["obs"][..., i].ravel()
+    for i, name in enumerate(ACT_COLS):
+        steps[name] = r["act"][..., i].ravel()
+    episodes = pd.DataFrame({"split": split, "episode": np.arange(n), "puck_x": tasks[:, 0], "puck_y": tasks[:, 1],
+                             "goal_x": tasks[:, 2], "goal_y": tasks[:, 3], "success": r["success"],
+                             "done_tick": r["done_tick"]})
+    return steps, episodes
+
+
+def arrays(steps: pd.DataFrame, episodes: pd.DataFrame, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """obs (E, T, 10) and actions (E, T, 2) of the split's successful demonstrations."""
+    ok = set(episodes.loc[(episodes["split"] == split) & episodes["success"], "episode"])
+    st = steps[(steps["split"] == split) & steps["episode"].isin(ok)].sort_values(["episode", "t"])
+    n, t = len(ok), st["t"].nunique()
+    return (st[list(sim.OBS_NAMES)].to_numpy().reshape(n, t, -1), st[ACT_COLS].to_numpy().reshape(n, t, -1))
+
+
+def load(path_steps, path_episodes, split: str) -> tuple[np.ndarray, np.ndarray]:
+    return arrays(read_parquet(path_steps), read_parquet(path_episodes), split)
+
+
+def run(job) -> None:
+    s = job.params
+    base = s["seeds"][0]
+    parts = [demo_table(split, s[f"n_{split}_demos"], s["demo_ticks"], base) for split in ("train", "test")]
+    steps = pd.concat([p[0] for p in parts], ignore_index=True)
+    episodes = pd.concat([p[1] for p in parts], ignore_index=True)
+    write_parquet(job.output.steps, steps)
+    write_parquet(job.output.episodes, episodes)
+    done = episodes.loc[episodes["success"], "done_tick"]
+    write_json(job.output.summary, {
+        "episodes": episodes.groupby("split").size().to_dict(),
+        "expert_success": episodes.groupby("split")["success"].mean().to_dict(),
+        "expert_done_tick": {"median": float(done.median()), "max": float(done.max())},
+        "dropped_failed_demos": int((~episodes["success"]).sum()),
+    })
