@@ -1,13 +1,6 @@
 # CofactGVR: counterfactual evidence rewards + Q-PAS for grounded VQA (resources/claims/cofactgvr.yaml).
 # cofactgvr_data -> cofactgvr_train (one job per arm, all seeds inside) -> cofactgvr_eval -> cofactgvr_figures
-
-
-def cofactgvr_train_files(wildcards):
-    """Named inputs of ``cofactgvr_eval``: every arm's policies and training logs (from the config)."""
-    arms = paper_settings(config, "cofactgvr", wildcards.scale)["arms"]
-    out = {a: f"results/{wildcards.scale}/cofactgvr/train/{a}/policies.pt" for a in arms}
-    out |= {f"log_{a}": f"results/{wildcards.scale}/cofactgvr/train/{a}/log.parquet" for a in arms}
-    return out
+from icmlrepro.papers.cofactgvr.workflow_inputs import cofactgvr_train_files
 
 
 rule cofactgvr_data:
@@ -65,7 +58,7 @@ rule cofactgvr_train:
 
 rule cofactgvr_eval:
     input:
-        unpack(cofactgvr_train_files),
+        unpack(lambda wildcards: cofactgvr_train_files(paper_settings(config, "cofactgvr", wildcards.scale))),
         test_id=rules.cofactgvr_data.output.test_id,
         test_broken=rules.cofactgvr_data.output.test_broken,
     output:
