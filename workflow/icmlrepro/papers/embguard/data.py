@@ -119,18 +119,22 @@ def variants(sc: dict) -> list[dict]:
 
 
 def build(s: dict, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
-    """(pairs table, images uint8 [n, 3, H, W]) of the train and test sets."""
+    """(pairs table, images uint8 [n_images, 3, H, W]) of the train and test sets (``pairs.image`` indexes them)."""
     rows = []
     for part, n in (("train", s["n_train_base"]), ("test", s["n_test_base"])):
         rng = np.random.default_rng(derive_seed(seed, "embguard", "scenes", part))
         for sc in base_scenarios(n, part, s, rng):
             rows += [r | {"part": part} for r in variants(sc)]
-    rng = np.random.default_rng(derive_seed(seed, "embguard", "render"))
-    images = np.stack([render(r["objects"], s["grid"], s["cell"], rng) for r in rows])
     pairs = pd.DataFrame(rows)
     pairs["objects"] = [";".join(f"{k}@{c}:{st}" for k, c, st in r["objects"]) for r in rows]
     pairs["active"] = [",".join(r["active"]) for r in rows]
-    pairs["image"] = np.arange(len(pairs))
+    # one image per scene graph of a base scenario: action augmentation keeps the very same image (only the
+    # action changes), so nothing but the action tells a causal pair from its safe twin
+    scene = pairs["base"] + "|" + pairs["objects"]
+    first = ~scene.duplicated()
+    pairs["image"] = scene.map({k: i for i, k in enumerate(scene[first])})
+    rng = np.random.default_rng(derive_seed(seed, "embguard", "render"))
+    images = np.stack([render(rows[i]["objects"], s["grid"], s["cell"], rng) for i in np.flatnonzero(first)])
     actions = sorted(pairs["action"].unique())
     pairs["action_id"] = pairs["action"].map({a: i for i, a in enumerate(actions)})
     return pairs, images

@@ -56,8 +56,8 @@ def tensors(df: pd.DataFrame, images: np.ndarray, actions: np.ndarray) -> dict[s
     return {"x": torch.as_tensor(np.ascontiguousarray(images[df["image"].to_numpy()]), dtype=torch.float32) / 255.0,
             "a": torch.as_tensor(actions[df["action_id"].to_numpy()]),
             "risk": torch.as_tensor(df["unsafe"].to_numpy().astype(np.int64)),
-            "type": torch.as_tensor(df["risk_type"].map(TYPE_CLASSES.index).to_numpy()),
-            "hazard": torch.as_tensor(df["hazard"].map(HAZARD_CLASSES.index).to_numpy())}
+            "type": torch.as_tensor(df["risk_type"].map(TYPE_CLASSES.index).to_numpy(dtype=np.int64, copy=True)),
+            "hazard": torch.as_tensor(df["hazard"].map(HAZARD_CLASSES.index).to_numpy(dtype=np.int64, copy=True))}
 
 
 def new_model(s: dict, arm: str, action_dim: int, seed: int) -> Guard:
