@@ -1,0 +1,195 @@
+"""Stage ``event2vec.evaluate``: accuracy sweeps, parameters, throughput and latency; metrics.json.
+
+Accuracy is measured on the test split (held-out background photographs) at the full event budget, over
+the event-budget sweep and over the resolution sweep; the event draws are shared by every arm and seed.
+Speed is end to end, raw stream to logits (subsampling and each arm's representation building included),
+all arms in this one process, interleaved round-robin with a warm-up pass excluded, the median of
+``timing_repeats`` rounds: throughput on batches of ``throughput_batch`` streams, latency at batch 1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from icmlrepro.core.device import torch_device
+from icmlrepro.core.io import read_json, write_parquet
+from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.seeding import derive_seed
+
+from . import representations as R
+from .models import build, inputs, n_params
+from .simulator import CLASSES, TIME_DEFINED
+from .train import load_streams, predict, prepare
+
+EVENT2VEC, CONTROL = "event2vec", "event2vec_shuffled_t"
+BASELINES = ("frame_cnn", "voxel_cnn", "point_set")
+DENSE = ("frame_cnn", "voxel_cnn")
+
+
+def load_models(job, s: dict) -> dict:
+    """{(arm, seed): model} for every arm and seed, in eval mode."""
+    models = {}
+    for arm in s["arms"]:
+        ck = torch.load(job.input[arm], weights_only=False)
+        for seed in s["seeds"]:
+            m = build(arm, len(CLASSES), s)
+            m.load_state_dict(ck["seeds"][seed]["state"])
+            models[(arm, seed)] = m.eval()
+    return models
+
+
+def accuracy_table(models: dict, streams, labels: np.ndarray, s: dict) -> pd.DataFrame:
+    """One row per (arm, seed, sweep, value): accuracy overall and on the time-defined classes."""
+    timed = np.isin(labels, [CLASSES.index(c) for c in TIME_DEFINED])
+    settings = [("full", s["max_events"], 1)]
+    settings += [("events", n, 1) for n in s["event_budgets"]]
+    settings += [("resolution", s["max_events"], f) for f in s["res_factors"]]
+    rows = []
+    for (arm, seed), model in models.items():
+        for sweep, budget, factor in settings:
+            hit = predict(model, arm, streams, s, budget, factor, "test") == labels
+            rows.append({"arm": arm, "seed": seed, "sweep": sweep, "budget": budget, "factor": factor,
+                         "resolution": s["sensor"] // factor, "acc": float(hit.mean()),
+                         "acc_time_defined": float(hit[timed].mean())})
+    return pd.DataFrame(rows)
+
+
+def kmeans_table(models: dict, streams, labels: np.ndarray, s: dict) -> pd.DataFrame:
+    """event2vec at the smallest budgets fed k-means centroids (with intensities) instead of a random
+    subsample of the same size: the paper's optional compression, no retraining."""
+    rows = []
+    for k in s["kmeans_budgets"]:
+        comp = [R.kmeans_compress(ev, k, s["sensor"], seed=derive_seed(i, "event2vec", "kmeans")) for i, ev in
+                enumerate(streams)]
+        x = R.event_tokens([c[0] for c in comp], s["sensor"], [c[1] for c in comp])
+        for seed in s["seeds"]:
+            with torch.no_grad():
+                pred = models[(EVENT2VEC, seed)](**x).argmax(1).numpy()
+            rows.append({"arm": EVENT2VEC, "seed": seed, "budget": k, "acc": float((pred == labels).mean())})
+    return pd.DataFrame(rows)
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def speed_table(models: dict, streams, s: dict, device) -> pd.DataFrame:
+    """Median end-to-end throughput (streams/s) and latency (ms per stream at batch 1) per arm and seed."""
+    batch = streams[: s["throughput_batch"]]
+    single = streams[: s["latency_samples"]]
+    arms, rows = list(s["arms"]), []
+    for seed in s["seeds"]:
+        def run_arm(arm, group):
+            model = models[(arm, seed)].to(device)
+            rng = np.random.default_rng(0)
+            x = inputs(arm, [prepare(ev, arm, s["max_events"], 1, s["sensor"], rng) for ev in group], s)
+            with torch.no_grad():
+                model(**{k: v.to(device) for k, v in x.items()}).argmax(1).cpu()
+
+        for arm in arms:  # warm-up, not timed
+            run_arm(arm, batch)
+        tput, lat = {a: [] for a in arms}, {a: [] for a in arms}
+        for r in range(s["timing_repeats"]):
+            for arm in arms[r % len(arms):] + arms[: r % len(arms)]:  # rotate the order each round
+                tput[arm].append(len(batch) / _seconds(lambda: run_arm(arm, batch)))
+                lat[arm].append(1000 * np.mean([_seconds(lambda: run_arm(arm, [ev])) for ev in single]))
+        rows += [{"arm": a, "seed": seed, "throughput": float(np.median(tput[a])), "latency_ms": float(np.median(lat[a]))}
+                 for a in arms]
+        for arm in arms:
+            models[(arm, seed)].cpu()
+    return pd.DataFrame(rows)
+
+
+def build_metrics(acc: pd.DataFrame, km: pd.DataFrame, speed: pd.DataFrame, params: dict, tuning: dict,
+                  s: dict, device: str) -> MetricsFile:
+    seeds = list(s["seeds"])
+    mf = MetricsFile("event2vec", s["scale"], replicate="seed", replicates=seeds)
+    a = acc.set_index(["arm", "sweep", "budget", "factor", "seed"]).sort_index()
+    full = ("full", s["max_events"], 1)
+
+    def vals(arm, setting=full, col="acc"):
+        return np.array([float(a.loc[(arm, *setting, sd), col]) for sd in seeds])
+
+    chance = 1.0 / len(CLASSES)
+    mf.add("chance", [chance] * len(seeds), unit="accuracy", direction="none",
+           description=f"chance accuracy of the {len(CLASSES)}-class task (the trivial reference)")
+    for arm in s["arms"]:
+        mf.add(f"acc.{arm}", vals(arm), unit="accuracy", direction="higher",
+               description=f"{arm}: test accuracy at the full budget ({s['max_events']} events, {s['sensor']} px)")
+        mf.add(f"acc_time_defined.{arm}", vals(arm, col="acc_time_defined"), unit="accuracy", direction="higher",
+               description=f"{arm}: test accuracy on the loop classes that only the event order tells apart")
+        for n in s["event_budgets"]:
+            mf.add(f"acc.{arm}@events{n}", vals(arm, ("events", n, 1)), unit="accuracy", direction="higher",
+                   description=f"{arm}: test accuracy with {n} events per stream")
+        for f in s["res_factors"]:
+            mf.add(f"acc.{arm}@res{s['sensor'] // f}", vals(arm, ("resolution", s["max_events"], f)),
+                   unit="accuracy", direction="higher",
+                   description=f"{arm}: test accuracy at {s['sensor'] // f}x{s['sensor'] // f} pixels")
+        mf.add(f"params.{arm}", [float(params[arm])] * len(seeds), unit="parameters", direction="lower",
+               description=f"{arm}: trainable parameters")
+        mf.add(f"lr.{arm}", [float(tuning[arm]["chosen_lr"])] * len(seeds), unit="learning rate", direction="none",
+               description=f"{arm}: learning rate chosen on the first seed's validation accuracy")
+        mf.add(f"lr_at_grid_edge.{arm}", [float(tuning[arm]["at_grid_edge"])] * len(seeds), unit="flag",
+               direction="lower", description=f"{arm}: 1 if the chosen learning rate is an end of the grid")
+        sp = speed[speed["arm"] == arm].set_index("seed")
+        mf.add(f"throughput.{arm}", [float(sp.loc[sd, "throughput"]) for sd in seeds], unit="streams/s",
+               direction="higher", timing=True,
+               description=f"{arm}: raw streams to logits per second, batch {s['throughput_batch']}, on {device}")
+        mf.add(f"latency_ms.{arm}", [float(sp.loc[sd, "latency_ms"]) for sd in seeds], unit="ms", direction="lower",
+               timing=True, description=f"{arm}: ms from one raw stream to its logits (batch 1) on {device}")
+    baselines = [b for b in BASELINES if b in s["arms"]]
+    e2v = vals(EVENT2VEC)
+    best = np.max([vals(b) for b in baselines], axis=0)
+    mf.add("acc_event2vec_minus_best_baseline", e2v - best, unit="accuracy", direction="higher",
+           description="event2vec accuracy minus the best of the three baselines (per seed), full budget")
+    sp = speed.set_index(["arm", "seed"])
+    for b in baselines:
+        eff = ((e2v - chance) / params[EVENT2VEC]) / np.maximum((vals(b) - chance) / params[b], 1e-12)
+        mf.add(f"acc_per_param_ratio_event2vec_vs_{b}", eff, unit="ratio", direction="higher",
+               description=f"(accuracy above chance per parameter) of event2vec divided by that of {b}")
+        mf.add(f"throughput_ratio_event2vec_vs_{b}",
+               [sp.loc[(EVENT2VEC, sd), "throughput"] / sp.loc[(b, sd), "throughput"] for sd in seeds],
+               unit="ratio", direction="higher", timing=True, description=f"throughput of event2vec / {b}")
+        mf.add(f"latency_ratio_event2vec_vs_{b}",
+               [sp.loc[(EVENT2VEC, sd), "latency_ms"] / sp.loc[(b, sd), "latency_ms"] for sd in seeds],
+               unit="ratio", direction="lower", timing=True, description=f"latency of event2vec / {b}")
+    lo_n, lo_f = min(s["event_budgets"]), max(s["res_factors"])
+    for b in baselines:
+        mf.add(f"acc_event2vec_minus_{b}@min_events",
+               vals(EVENT2VEC, ("events", lo_n, 1)) - vals(b, ("events", lo_n, 1)), unit="accuracy",
+               direction="higher", description=f"event2vec minus {b} accuracy with {lo_n} events per stream")
+        mf.add(f"acc_event2vec_minus_{b}@min_resolution",
+               vals(EVENT2VEC, ("resolution", s["max_events"], lo_f)) - vals(b, ("resolution", s["max_events"], lo_f)),
+               unit="accuracy", direction="higher",
+               description=f"event2vec minus {b} accuracy at {s['sensor'] // lo_f}x{s['sensor'] // lo_f} pixels")
+    if len(km):
+        k = km.set_index(["budget", "seed"])
+        for n in s["kmeans_budgets"]:
+            mf.add(f"acc.event2vec_kmeans@events{n}", [float(k.loc[(n, sd), "acc"]) for sd in seeds],
+                   unit="accuracy", direction="higher",
+                   description=f"event2vec fed {n} k-means centroids with intensities (no retraining)")
+    return mf
+
+
+def run(job) -> None:
+    s = job.params
+    samples, streams = load_streams(job.input.events, job.input.samples)
+    test = np.flatnonzero(samples["split"].to_numpy() == "test")
+    labels = samples["label"].to_numpy()[test]
+    test_streams = [streams[i] for i in test]
+    models = load_models(job, s)
+    device = torch_device()
+    acc = accuracy_table(models, test_streams, labels, s)
+    km = kmeans_table(models, test_streams, labels, s) if EVENT2VEC in s["arms"] else pd.DataFrame()
+    speed = speed_table(models, test_streams, s, device)
+    params = {arm: n_params(models[(arm, s["seeds"][0])]) for arm in s["arms"]}
+    tuning = {arm: read_json(job.input[f"{arm}_tuning"]) for arm in s["arms"]}
+    write_parquet(job.output.accuracy, acc)
+    write_parquet(job.output.speed, speed.assign(device=str(device)))
+    build_metrics(acc, km, speed, params, tuning, s, str(device)).write(job.output.metrics)

@@ -1,0 +1,115 @@
+"""Stage ``event2vec.train``: one job per arm, the same budget for every arm.
+
+Each arm tunes its learning rate over the same grid on the first seed (validation accuracy at the full event
+budget), then trains every seed at the chosen rate with equal steps and batch. Training draws, per batch, an
+event budget log-uniformly between ``train_events_min`` and ``max_events`` and a resolution factor from
+``train_res_factors``: every arm sees the same kind of augmented stream (an assumption; the paper trains per
+setting). The ``event2vec_shuffled_t`` control trains and tests on streams whose timestamps were shuffled.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from icmlrepro.core.io import atomic_path, read_parquet, write_json
+from icmlrepro.core.seeding import derive_seed, seed_everything
+
+from . import representations as R
+from .models import ARMS, build, inputs
+from .simulator import CLASSES, EVENT_DTYPE
+
+
+def load_streams(events_path, samples_path) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """The sample table and one structured event array per sample (events are stored sample-major)."""
+    samples, events = read_parquet(samples_path), read_parquet(events_path)
+    ev = np.zeros(len(events), EVENT_DTYPE)
+    for f in EVENT_DTYPE.names:
+        ev[f] = events[f].to_numpy()
+    bounds = np.cumsum(samples["n_events"].to_numpy())[:-1]
+    return samples, np.split(ev, bounds)
+
+
+def prepare(ev: np.ndarray, arm: str, budget: int, factor: int, sensor: int, rng: np.random.Generator):
+    """What the arm's model sees of one stream: subsample, (shuffle timestamps for the control,) coarsen.
+
+    The subsample comes first, so the control keeps exactly the events the other arms get."""
+    ev = R.subsample(ev, budget, rng)
+    if ARMS[arm][1]:
+        ev = R.shuffle_time(ev, rng)
+    return R.reduce_resolution(ev, factor, sensor)
+
+
+def predict(model, arm: str, streams, s: dict, budget: int, factor: int, key: str, chunk: int = 64) -> np.ndarray:
+    """Predicted classes; the event draw depends on (sample index, budget, factor, key) only, so every arm
+    and every seed sees exactly the same events."""
+    model.eval()
+    preds = []
+    with torch.no_grad():
+        for i in range(0, len(streams), chunk):
+            batch = [prepare(ev, arm, budget, factor, s["sensor"],
+                             np.random.default_rng(derive_seed(i + j, "event2vec", key, budget, factor)))
+                     for j, ev in enumerate(streams[i:i + chunk])]
+            preds.append(model(**inputs(arm, batch, s)).argmax(1).numpy())
+    return np.concatenate(preds) if preds else np.zeros(0, int)
+
+
+def train_model(arm: str, streams, labels: np.ndarray, s: dict, seed: int, lr: float):
+    """One model of ``arm`` trained for ``s['steps']`` steps; returns it and its loss curve."""
+    rng = seed_everything(derive_seed(seed, "event2vec", "train", arm))
+    torch.manual_seed(derive_seed(seed, "event2vec", "init", arm))
+    model = build(arm, len(CLASSES), s)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(s["steps"], 1), pct_start=0.1)
+    y_all = torch.as_tensor(labels)
+    lo, hi = np.log(s["train_events_min"]), np.log(s["max_events"])
+    losses = []
+    for _ in range(s["steps"]):
+        model.train()
+        b = rng.choice(len(streams), size=min(s["batch"], len(streams)), replace=False)
+        budget = int(round(np.exp(rng.uniform(lo, hi))))
+        factor = int(rng.choice(s["train_res_factors"]))
+        batch = [prepare(streams[i], arm, budget, factor, s["sensor"], rng) for i in b]
+        loss = F.cross_entropy(model(**inputs(arm, batch, s)), y_all[b])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return model, losses
+
+
+def run(job) -> None:
+    s, arm = job.params, job.wildcards.arm
+    samples, streams = load_streams(job.input.events, job.input.samples)
+    split = samples["split"].to_numpy()
+    labels = samples["label"].to_numpy()
+    tr, va = np.flatnonzero(split == "train"), np.flatnonzero(split == "val")
+    tr_streams, va_streams = [streams[i] for i in tr], [streams[i] for i in va]
+    seeds = list(s["seeds"])
+    tuning, models = [], {}
+    for lr in s["lr_grid"]:
+        t0 = time.perf_counter()
+        model, losses = train_model(arm, tr_streams, labels[tr], s, seeds[0], lr)
+        acc = float((predict(model, arm, va_streams, s, s["max_events"], 1, "val") == labels[va]).mean())
+        tuning.append({"lr": lr, "val_acc": acc, "final_loss": float(np.mean(losses[-10:])) if losses else None,
+                       "train_seconds": time.perf_counter() - t0})
+        models[(seeds[0], lr)] = (model, losses, tuning[-1]["train_seconds"])
+    best = max(tuning, key=lambda r: (r["val_acc"], -r["lr"]))["lr"]  # ties: the smaller rate
+    out = {}
+    for seed in seeds:
+        if (seed, best) in models:
+            model, losses, secs = models[(seed, best)]
+        else:
+            t0 = time.perf_counter()
+            model, losses = train_model(arm, tr_streams, labels[tr], s, seed, best)
+            secs = time.perf_counter() - t0
+        out[seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": secs}
+    with atomic_path(job.output.models) as tmp:
+        torch.save({"arm": arm, "lr": best, "seeds": out}, tmp)
+    write_json(job.output.tuning, {"arm": arm, "grid": tuning, "chosen_lr": best,
+                                   "at_grid_edge": best in (min(s["lr_grid"]), max(s["lr_grid"]))})
