@@ -28,6 +28,7 @@ include: "workflow/rules/cofactgvr.smk"
 include: "workflow/rules/ccc_grpo.smk"
 include: "workflow/rules/pixclip.smk"
 include: "workflow/rules/bspar.smk"
+include: "workflow/rules/embguard.smk"
 include: "workflow/rules/report.smk"
 
 
