@@ -1,0 +1,194 @@
+"""B-Spar: the tools (no-op at 0, the local tool only touches shadows), the judge, the Bayesian reward model
+(MAP stationarity, probit shrinkage, learns a separable rule), returns-to-go and the anchor loss on hand cases,
+the instruction prior, the task split (no test photo trained on, the instruction carries no amount, the agent
+never sees the target), the relative-gain smoothing and the smoke chain."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icmlrepro.papers.bspar import agent, baselines, data, evaluate, tools, train
+from icmlrepro.papers.bspar.reward_model import BayesLogistic
+
+from .conftest import check_smoke_paper
+
+SMALL = {"size": 12, "n_train": 12, "n_val": 6, "n_test": 6, "p_extra_degradation": 0.3}
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return data.build(SMALL, 0)
+
+
+def _images(n=4, size=12, seed=0):
+    return torch.rand(n, 3, size, size, generator=torch.Generator().manual_seed(seed)) * 0.8 + 0.1
+
+
+def test_every_tool_is_a_no_op_at_zero_and_changes_the_image_otherwise():
+    x = _images()
+    for tool in tools.TOOLS:
+        assert torch.equal(tools.apply_tool(x, tool, torch.zeros(len(x))), x), tool
+        y = tools.apply_tool(x, tool, torch.full((len(x),), tools.STEPS[tool][1]))
+        assert float((y - x).abs().max()) > 1e-3, tool
+    # per-image amounts: only the images with a non-zero amount change
+    y = tools.apply_tool(x, "exposure", torch.tensor([0.0, 0.3, 0.0, -0.3]))
+    assert torch.equal(y[0], x[0]) and torch.equal(y[2], x[2]) and not torch.equal(y[1], x[1])
+    # stop is a no-op; the action table covers every tool in both directions and sizes
+    assert torch.equal(tools.apply_actions(x, torch.zeros(len(x), dtype=torch.long)), x)
+    assert len(tools.ACTIONS) == tools.N_ACTIONS == 1 + 4 * len(tools.TOOLS)
+    assert tools.ACTIONS[1] == ("exposure", -tools.STEPS["exposure"][1])
+
+
+def test_exposure_doubles_linear_values_and_shadows_is_local():
+    x = torch.full((1, 3, 4, 4), 0.2)
+    assert torch.allclose(tools.apply_tool(x, "exposure", torch.tensor([1.0])), torch.full_like(x, 0.4))
+    img = torch.full((1, 3, 4, 4), 0.9)
+    img[..., :2, :] = 0.02  # dark top half (L* ~ 2), bright bottom half (L* ~ 96)
+    y = tools.apply_tool(img, "shadows", torch.tensor([1.0]))
+    assert torch.allclose(y[..., 2:, :], img[..., 2:, :])  # bright pixels untouched (mask 0 above L* 40)
+    assert torch.allclose(y[..., :2, :], img[..., :2, :] * 2, atol=1e-6)  # dark pixels (mask 1) one stop up
+
+
+def test_judge_distance_and_noise():
+    x = _images()
+    d, bits = agent.judge(x, x, 0.5, 0.0, None)
+    assert np.allclose(d, 0) and bits.tolist() == [1.0] * len(x)
+    far = tools.apply_tool(x, "exposure", torch.full((len(x),), 1.0))
+    d, bits = agent.judge(far, x, 0.5, 0.0, None)
+    assert (d > 5).all() and bits.sum() == 0
+    # noise flips some decisions near the threshold, deterministically for a given generator
+    thr = float(np.median(d))
+    b1 = agent.judge(far, x, thr, 5.0, np.random.default_rng(1))[1]
+    b2 = agent.judge(far, x, thr, 5.0, np.random.default_rng(1))[1]
+    assert np.array_equal(b1, b2)
+
+
+def test_proxy_rewards_a_perceptually_negligible_sharpening():
+    """The dense proxy's defining flaw, on crops of the training photos: a small sharpening step is below the
+    JND on average but gains more proxy score than a clearly visible exposure step."""
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(np.concatenate([data.crops(data.load_photo(p), 4, 24, rng) for p in data.TRAIN_PHOTOS]))
+    sharp = tools.apply_tool(x, "sharpen", torch.full((len(x),), tools.STEPS["sharpen"][0]))
+    expo = tools.apply_tool(x, "exposure", torch.full((len(x),), tools.STEPS["exposure"][0]))
+    assert tools.delta_e(x, sharp).mean() < tools.JND < tools.delta_e(x, expo).mean()
+    gain = lambda y: float((tools.proxy_quality(y) - tools.proxy_quality(x)).mean())
+    assert gain(sharp) > gain(expo) > 0
+
+
+def test_bayes_logistic_map_is_stationary_and_predictive_shrinks_toward_half():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 3, generator=g)
+    y = (x[:, 0] > 0).float()
+    rm = BayesLogistic(3, 64, 1.0, 1.0, seed=1)
+    assert torch.allclose(rm.predict(x), torch.full((200,), 0.5))  # no feedback yet
+    rm.fit(x, y, newton_steps=25)
+    Z = rm.phi(x)
+    p = torch.sigmoid(Z @ rm.mean)
+    grad = Z.T @ (p - y.double()) + rm.alpha * rm.mean  # gradient of the negative log posterior at the MAP
+    assert float(grad.abs().max()) < 1e-6
+    pred = rm.predict(x)
+    assert ((pred - 0.5).abs() <= (p.float() - 0.5).abs() + 1e-6).all()  # probit shrinkage
+    assert float(((pred > 0.5).float() == y).float().mean()) > 0.9
+    back = BayesLogistic.from_state(rm.state())
+    assert torch.equal(back.predict(x), pred)
+
+
+def test_returns_to_go_on_a_hand_case():
+    ro = agent.Rollout()
+    ro.actions = [torch.tensor([1, 2]), torch.tensor([3, 0])]
+    ro.proxy_gain = [torch.tensor([0.5, 0.1]), torch.tensor([0.2, 0.0])]
+    bits = torch.tensor([1.0, 0.0])
+    assert torch.equal(train.returns_to_go(bits, ro), torch.tensor([[1.0, 0.0], [1.0, 0.0]]))
+    G = train.returns_to_go(bits, ro, proxy_weight=2.0)
+    assert torch.allclose(G, torch.tensor([[1 + 2 * 0.7, 2 * 0.1], [1 + 2 * 0.2, 0.0]]))
+    pot = torch.tensor([[0.1, 0.2], [0.4, 0.2], [0.9, 0.3]])  # P(accept) of s0, s1, s_final
+    G = train.returns_to_go(bits, ro, pot)
+    assert torch.allclose(G, torch.tensor([[1 + 0.9 - 0.1, 0.3 - 0.2], [1 + 0.9 - 0.4, 0.3 - 0.2]]))
+
+
+def test_anchor_loss_is_the_smoothed_cross_entropy_and_keeps_the_best_accepted():
+    policy = agent.new_policy(8, 0)
+    obs = torch.randn(3, agent.OBS_DIM, generator=torch.Generator().manual_seed(0))
+    act = torch.tensor([1, 0, 5])
+    loss = train.anchor_loss(policy, [(obs, act, 1.0)], 0.1, torch.Generator())
+    logp = torch.log_softmax(policy(obs), 1)
+    target = torch.full((3, tools.N_ACTIONS), 0.1 / tools.N_ACTIONS)
+    target[torch.arange(3), act] += 0.9
+    assert float(loss.detach()) == pytest.approx(float(-(target * logp).sum(1).mean().detach()), rel=1e-5)
+    ro = agent.Rollout(obs=[obs[:2], obs[:2]], actions=[torch.tensor([1, 2]), torch.tensor([0, 0])],
+                       alive=[torch.tensor([True, True]), torch.tensor([True, True])])
+    kept = train.update_anchors([], ro, np.array([0.3, 0.9]), np.array([False, True]), k=4)
+    assert len(kept) == 1 and kept[0][2] == 0.9 and kept[0][1].tolist() == [2, 0]
+
+
+def test_instruction_prior_follows_the_instruction():
+    instr = torch.zeros(1, data.N_INSTR)
+    instr[0, 2 * tools.TOOLS.index("saturation") + 1] = 1  # "increase saturation"
+    p = agent.instruction_prior(instr, eps=0.0)[0]
+    named = [a for a, (t, amt) in enumerate(tools.ACTIONS) if t == "saturation" and amt > 0]
+    assert p.sum() == pytest.approx(1.0)
+    assert set(torch.nonzero(p)[:, 0].tolist()) == {tools.STOP, *named}
+    assert float(agent.instruction_prior(instr, eps=0.1)[0].min()) > 0
+
+
+def test_tasks_split_by_photo_and_target_is_the_instructed_edit(tasks):
+    assert not set(data.TRAIN_PHOTOS) & set(data.TEST_PHOTOS)
+    for split in ("train", "val", "test"):
+        sp = data.split(tasks, split)
+        nonzero = (sp["theta"] != 0).float()
+        assert (nonzero.sum(1) == 2).all()  # two instructed aspects
+        # the instruction is (tool, direction) only: it equals the multi-hot of sign(theta), no amount
+        signs = torch.stack([torch.from_numpy(data.instruction_vector(t.numpy())) for t in torch.sign(sp["theta"])])
+        assert torch.equal(signs, sp["instr"])
+        assert torch.allclose(tools.apply_params(sp["source"], sp["theta"]), sp["target"], atol=1e-5)
+
+
+def test_the_agent_never_sees_the_target(tasks):
+    """The observation holds the instruction and image statistics of the source and current image only."""
+    te = data.split(tasks, "test")
+    policy = agent.new_policy(16, 3)
+    ro = agent.rollout(policy, te["source"], te["instr"], 3, None)
+    assert "target" not in agent.rollout.__code__.co_varnames  # no way in: rollouts get source + instruction
+    assert ro.obs[0].shape[1] == agent.OBS_DIM == data.N_INSTR + 2 * tools.N_FEATURES + 1
+    # the instruction part of the observation is the (tool, direction) multi-hot, no amount
+    assert torch.equal(ro.obs[0][:, :data.N_INSTR], te["instr"])
+    # and a policy that did see the target would be an oracle: the ceiling beats the no-edit reference
+    final, _ = baselines.oracle(te["source"], te["target"], 2)
+    assert tools.delta_e(final, te["target"]).mean() < tools.delta_e(te["source"], te["target"]).mean()
+
+
+def test_prompt_recipe_edits_only_the_named_tools():
+    x = _images(2)
+    instr = torch.zeros(2, data.N_INSTR)
+    instr[0, 2 * tools.TOOLS.index("exposure") + 1] = 1
+    y = baselines.prompt_recipe(x, instr, "small", 2)
+    expect = tools.apply_tool(tools.apply_tool(x[:1], "exposure", torch.tensor([0.12])), "exposure", torch.tensor([0.12]))
+    assert torch.allclose(y[0], expect[0]) and torch.equal(y[1], x[1])
+
+
+def test_smoothed_rate_and_curve_stats_on_hand_cases():
+    assert evaluate.smoothed_rate(np.array([0, 0, 0])) == pytest.approx(0.5 / 4)
+    assert evaluate.smoothed_rate(np.array([1, 1, 0, 0, 1])) == pytest.approx(3.5 / 6)
+    n = 20
+    val = np.full(n, np.nan)
+    val[[0, 10, 15, 17, 19]] = [0.0, 0.2, 0.4, 0.6, 0.8]
+    curve = pd.DataFrame({"iteration": range(n), "accept_rate": [0.2] * 10 + [1.0] * 10,
+                          "entropy": [3.0] * 3 + [2.0, 1.0] + [0.5] * 15, "val_success": val})
+    st = evaluate.curve_stats(curve)
+    assert st["zero_reward_share_first_half"] == pytest.approx(0.8)
+    assert st["early_entropy"] == pytest.approx(1.5)  # iterations 3 and 4 lie in [15%, 25%) of 20
+    assert st["late_success_std"] == pytest.approx(np.std([0.4, 0.6, 0.8]))  # evaluations at >= 75%
+    assert st["final_val_success"] == pytest.approx(0.8)
+
+
+@pytest.mark.integration
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "bspar", ("before_after.png", "training_curves.png", "ablation_bars.png"),
+                                is_timing=lambda n: n.startswith(("infer_ms.", "train_seconds.")))
+    oracle, identity = metrics.get("success.oracle").values, metrics.get("success.identity").values
+    assert min(oracle) > max(identity)  # ceiling above the trivial reference
+    assert len(metrics.replicates) >= 2
