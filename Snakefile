@@ -29,6 +29,7 @@ include: "workflow/rules/ccc_grpo.smk"
 include: "workflow/rules/pixclip.smk"
 include: "workflow/rules/bspar.smk"
 include: "workflow/rules/embguard.smk"
+include: "workflow/rules/onpolicy_sft.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,165 @@
+"""On-Policy SFT: phi on a hand case and its zero mean under the model, the SFT/DFT/IDFT/DPO/SimPO losses
+against their formulas (TRL's for DPO and SimPO), Hinted Decoding's mixing weight, the restyling (same
+answer, other trace), disjoint problem splits with a planted leak caught, the phi -> generalization link,
+and the smoke chain."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icmlrepro.lm.tasks import Task, check, generate
+from icmlrepro.papers.onpolicy_sft import data, ddt, evaluate, hinted, losses, styles
+
+from .conftest import check_smoke_paper
+
+
+def _case():
+    """Two positions; the first position's logits [0, ln 3] (p = [1/4, 3/4]) predict the second label, 1."""
+    logits = torch.tensor([[[0.0, math.log(3.0)], [0.0, 0.0]]])
+    labels = torch.tensor([[-100, 1]])
+    return logits, labels
+
+
+def test_phi_on_a_hand_case_and_zero_mean_under_the_model():
+    logits, labels = _case()
+    phi, mask = ddt.token_phi(logits, labels)
+    h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert mask.tolist() == [[True]]
+    assert float(phi[0, 0]) == pytest.approx(math.log(0.75) + h, rel=1e-6)
+    # E_{y ~ p}[log p(y) + H(p)] = 0: a token drawn from the model is in distribution on average
+    g = torch.Generator().manual_seed(0)
+    lg = torch.randn(1, 2, 7, generator=g)
+    p = torch.softmax(lg[0, 0], -1)
+    expect = sum(float(p[y]) * float(ddt.token_phi(lg, torch.tensor([[-100, y]]))[0][0, 0]) for y in range(7))
+    assert expect == pytest.approx(0.0, abs=1e-6)
+
+
+def test_token_losses_match_their_formulas():
+    logits, labels = _case()
+    p = 0.75
+    assert float(losses.sft_loss(logits, labels)) == pytest.approx(-math.log(p), rel=1e-6)
+    assert float(losses.dft_loss(logits, labels)) == pytest.approx(-p * math.log(p), rel=1e-6)
+    phi = math.log(p) - (0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    gamma = min(max(math.exp(-phi / 1.0), 0.1), 2.0)
+    assert float(losses.idft_loss(logits, labels, 1.0, 0.1, 2.0)) == pytest.approx(-(p ** gamma) * math.log(p), rel=1e-6)
+    # ramp 0: gamma = 1 (the published warm-up), i.e. -p log p
+    assert float(losses.idft_loss(logits, labels, 1.0, 0.1, 2.0, ramp=0.0)) == pytest.approx(-p * math.log(p), rel=1e-6)
+
+
+def test_dft_stops_the_gradient_through_its_weight_and_idft_does_not():
+    """DFT: d/dz[-sg(p) log p] = -p dlogp/dz; IDFT (published code): p^gamma is differentiated, gamma is not."""
+    z = torch.tensor([[[0.0, math.log(3.0)], [0.0, 0.0]]], requires_grad=True)
+    labels = torch.tensor([[-100, 1]])
+    losses.dft_loss(z, labels).backward()
+    p = torch.tensor([0.25, 0.75])
+    dlogp = torch.tensor([0.0, 1.0]) - p  # d log p_1 / d z
+    assert torch.allclose(z.grad[0, 0], -0.75 * dlogp, atol=1e-6)
+    z.grad = None
+    losses.idft_loss(z, labels, 1.0, 0.1, 2.0, ramp=0.0).backward()  # gamma = 1: -p log p, full gradient
+    assert torch.allclose(z.grad[0, 0], -0.75 * (math.log(0.75) + 1) * dlogp, atol=1e-6)
+
+
+def test_idft_down_weights_out_of_distribution_tokens():
+    """A token the model finds unlikely (phi << 0) gets gamma at its cap and a smaller weight p^gamma than DFT's p."""
+    logp_all = torch.log_softmax(torch.tensor([[5.0, 0.0, 0.0]]), -1)
+    rare, common = logp_all[:, 1], logp_all[:, 0]
+    g_rare = losses.idft_gamma(rare, logp_all, 1.0, 0.1, 2.0)
+    g_common = losses.idft_gamma(common, logp_all, 1.0, 0.1, 2.0)
+    assert float(g_rare) == 2.0 and float(g_common) < 1.0
+    assert float(rare.exp() ** g_rare) < float(rare.exp())
+    assert losses.idft_ramp(0, 100, 0.2, 0.1) == 0.0 and losses.idft_ramp(25, 100, 0.2, 0.1) == pytest.approx(0.5)
+    assert losses.idft_ramp(31, 100, 0.2, 0.1) == 1.0
+
+
+def test_dpo_and_simpo_follow_trls_formulas():
+    pi_w, pi_l = torch.tensor([-3.0, -1.0]), torch.tensor([-2.0, -4.0])
+    ref_w, ref_l = torch.tensor([-3.5, -1.0]), torch.tensor([-2.0, -3.0])
+    beta = 0.1
+    # TRL DPOTrainer (sigmoid): logits = (pi_w - pi_l) - (ref_w - ref_l); loss = -logsigmoid(beta * logits)
+    trl = [-math.log(1 / (1 + math.exp(-beta * ((a - b) - (c - d))))) for a, b, c, d in zip(pi_w, pi_l, ref_w, ref_l)]
+    assert float(losses.dpo_loss(pi_w, pi_l, ref_w, ref_l, beta)) == pytest.approx(np.mean(trl), rel=1e-6)
+    # TRL CPOTrainer (simpo): logits = (avg_w - avg_l) - gamma / beta; loss = -logsigmoid(beta * logits)
+    b, g = 2.0, 1.0
+    trl = [-math.log(1 / (1 + math.exp(-b * ((w - l) - g / b)))) for w, l in zip(pi_w, pi_l)]
+    assert float(losses.simpo_loss(pi_w, pi_l, b, g)) == pytest.approx(np.mean(trl), rel=1e-6)
+    logits, labels = _case()
+    assert float(losses.sequence_logprob(logits, labels)[0]) == pytest.approx(math.log(0.75), rel=1e-6)
+
+
+def test_hinted_decoding_mixing_weight():
+    v = 8
+    uniform = torch.full((1, v), -math.log(v))
+    sure = torch.log_softmax(torch.tensor([[30.0] + [0.0] * (v - 1)]), -1)
+    assert float(hinted.mixing_weight(uniform, 0.5)) == pytest.approx(0.5)  # H / log V = 1
+    assert float(hinted.mixing_weight(uniform, 3.0)) == 1.0  # clamped
+    assert float(hinted.mixing_weight(sure, 1.0)) < 1e-6
+    assert float(hinted.mixing_weight(uniform, 0.0)) == 0.0  # beta = 0: the hinted stream alone
+    a, b = torch.log_softmax(torch.randn(2, v), -1), torch.log_softmax(torch.randn(2, v), -1)
+    assert torch.allclose(hinted.mix(a, b, torch.tensor([0.0, 1.0])), torch.stack([a[0], b[1]]))
+
+
+def test_restyle_keeps_the_answer_and_changes_the_trace():
+    t = Task("sort", 3, "sort 3 1 2 ?", "1 | 3 2 ; 2 | 3 ; 3 |", "1 2 3")
+    r = styles.restyle(t)
+    assert r.trace == "3 2 | 1 then 3 | 2 then | 3" and r.answer == t.answer and r.prompt == t.prompt
+    assert check(t, styles.solution(r))  # accuracy is style-blind
+    assert styles.hint_prompt(t, r) == "sort 3 1 2 hint 3 2 | 1 then 3 | 2 then | 3 # 1 2 3 ?"
+    rng = np.random.default_rng(0)
+    for fam in ("add", "mod", "sort"):
+        for task in generate(fam, 20, (2, 6), rng):
+            re = styles.restyle(task)
+            assert re.answer == task.answer and re.trace != task.trace and " then " in f" {re.trace} " or task.difficulty < 2
+    with pytest.raises(ValueError):
+        styles.restyle(Task("dyck", 2, "dyck ( ) ?", "( 1 ; ) 0", "yes"))
+
+
+SMALL = {"seeds": [0, 1], "target_family": "sort", "ood_families": ["dyck"],
+         "pretrain": {"n_per_family": 40, "steps_range": [2, 4], "n_hint": 40, "hint_steps_range": [2, 6]},
+         "target": {"n_train": 10, "n_val": 5, "n_test": 5, "steps_range": [5, 6]},
+         "ood": {"n_per_family": 10, "steps_range": [2, 6]}}
+
+
+def test_splits_are_disjoint_and_unseen_and_a_planted_leak_is_caught():
+    pre = data.pretrain_table(SMALL)
+    target = data.target_table(SMALL, set(pre["question"]))
+    for seed, g in target.groupby("seed"):
+        by = {s: set(g.loc[g["split"] == s, "prompt"]) for s in ("train", "val", "test")}
+        assert not (by["train"] & by["val"]) and not (by["train"] & by["test"]) and not (by["val"] & by["test"])
+    assert not set(target["prompt"]) & set(pre["question"])
+    assert (pre["prompt"].str.contains(" hint ") == (pre["prompt"] != pre["question"])).all()
+    # plant a leak: a test problem in the pretraining questions is removed from the pool
+    leaked = target.loc[target["split"] == "test", "prompt"].iloc[0]
+    again = data.target_table(SMALL, set(pre["question"]) | {leaked})
+    assert leaked not in set(again["prompt"])
+    ood = data.ood_table(SMALL, set(pre["question"]))
+    assert set(ood["family"]) == {"dyck"} and not set(ood["prompt"]) & set(pre["question"])
+
+
+def test_phi_link_is_the_rank_correlation_and_its_shuffled_control_differs():
+    phi = {"ground_truth": -6.0, "ground_truth_matched": -5.0, "self": 0.0, "hinted": -0.5, "hinted_beta0": -1.0}
+    ood = {"sft": 0.1, "gt_matched_sft": 0.2, "self_sft": 0.9, "hint_sft": 0.8, "hint0_sft": 0.7}
+    assert evaluate.link(phi, ood) == pytest.approx(1.0)
+    assert evaluate.link(phi, ood, shift=1) < 1.0
+    assert math.isnan(evaluate.link(phi, {k: 0.5 for k in ood}))  # constant accuracy: no ranking
+
+
+def test_arm_cost_adds_its_corpus_generation_to_its_training():
+    grid = pd.DataFrame([{"arm": "dpo", "lr": 1e-3, "val_acc": 0.2, "seconds": 5.0},
+                         {"arm": "dpo", "lr": 1e-4, "val_acc": 0.4, "seconds": 7.0},
+                         {"arm": "sft", "lr": 1e-3, "val_acc": 0.3, "seconds": 2.0}])
+    gen = {"sampling": 10.0, "hinted": 20.0, "hinted_beta0": 15.0}
+    assert evaluate.arm_seconds("dpo", grid, gen) == 17.0  # chosen rate's training + sampling
+    assert evaluate.arm_seconds("sft", grid, gen) == 2.0
+
+
+def test_smoke_chain_outputs_and_verdicts(smoke_run):
+    metrics = check_smoke_paper(smoke_run, "onpolicy_sft", ("ood_vs_in_domain.png", "phi_per_corpus.png",
+                                                            "cost_per_arm.png"),
+                                is_timing=lambda n: n.startswith(("seconds.", "train_time_ratio")))
+    for arm in ("base", "sft", "hint_idft", "dpo", "simpo"):
+        assert all(0.0 <= v <= 1.0 for v in metrics.get(f"ood_acc.{arm}").values if np.isfinite(v))

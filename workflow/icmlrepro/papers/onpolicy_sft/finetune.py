@@ -1,0 +1,120 @@
+"""Fine-tuning loops with equal compute: every arm takes ``steps`` AdamW updates of ``batch_size``
+examples (a preference pair counts as one example) with the substrate's warm-up + cosine schedule and
+gradient clipping; only the loss differs.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+
+from icmlrepro.lm.train import collate, lr_at
+
+from . import losses
+from .corpora import encode
+
+# arm -> (corpus or "pairs", loss)
+ARMS = {
+    "sft": ("ground_truth", "sft"),
+    "dft": ("ground_truth", "dft"),
+    "idft": ("ground_truth", "idft"),
+    "self_sft": ("self", "sft"),
+    "gt_matched_sft": ("ground_truth_matched", "sft"),
+    "hint_sft": ("hinted", "sft"),
+    "hint0_sft": ("hinted_beta0", "sft"),
+    "hint_idft": ("hinted", "idft"),
+    "dpo": ("pairs", "dpo"),
+    "simpo": ("pairs", "simpo"),
+}
+
+
+def _optimizer(model, lr):
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+
+
+def _step(model, opt, loss) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return float(loss.detach())
+
+
+def _logits(model, batch):
+    ids, mask, labels = batch
+    return model(input_ids=ids, attention_mask=mask).logits, labels
+
+
+def token_finetune(model, tokenizer, rows, loss: str, steps: int, batch_size: int, lr: float, seed: int,
+                   s: dict) -> list[float]:
+    """SFT / DFT / IDFT on (prompt, completion) rows, in place; returns the per-step losses."""
+    data = [encode(tokenizer, p, c) for p, c in rows]
+    rng = np.random.default_rng(seed)
+    opt, warmup, out = _optimizer(model, lr), max(1, steps // 20), []
+    model.train()
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, lr, warmup)
+        pick = rng.choice(len(data), size=min(batch_size, len(data)), replace=len(data) < batch_size)
+        logits, labels = _logits(model, collate([data[j] for j in pick], tokenizer.pad_token_id))
+        if loss == "idft":
+            ramp = losses.idft_ramp(step, steps, s["idft"]["warmup"], s["idft"]["transition"])
+            value = losses.idft_loss(logits, labels, s["idft"]["beta"], s["idft"]["gamma_min"],
+                                     s["idft"]["gamma_max"], ramp)
+        else:
+            value = losses.TOKEN_LOSSES[loss](logits, labels)
+        out.append(_step(model, opt, value))
+    model.eval()
+    return out
+
+
+def _pair_logps(model, tokenizer, enc_w, enc_l, average: bool):
+    both = collate(enc_w + enc_l, tokenizer.pad_token_id)
+    logits, labels = _logits(model, both)
+    lp = losses.sequence_logprob(logits, labels, average=average)
+    return lp[: len(enc_w)], lp[len(enc_w):]
+
+
+def pair_finetune(model, tokenizer, pairs, loss: str, steps: int, batch_size: int, lr: float, seed: int,
+                  s: dict) -> list[float]:
+    """DPO (frozen copy of the start model as reference) or SimPO on (prompt, chosen, rejected) triples."""
+    data = [(encode(tokenizer, p, w), encode(tokenizer, p, r)) for p, w, r in pairs]
+    ref = copy.deepcopy(model).eval() if loss == "dpo" else None
+    rng = np.random.default_rng(seed)
+    opt, warmup, out = _optimizer(model, lr), max(1, steps // 20), []
+    model.train()
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, lr, warmup)
+        pick = rng.choice(len(data), size=min(batch_size, len(data)), replace=len(data) < batch_size)
+        enc_w, enc_l = [data[j][0] for j in pick], [data[j][1] for j in pick]
+        if loss == "dpo":
+            with torch.no_grad():
+                ref_w, ref_l = _pair_logps(ref, tokenizer, enc_w, enc_l, average=False)
+            pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=False)
+            value = losses.dpo_loss(pi_w, pi_l, ref_w, ref_l, s["dpo"]["beta"])
+        else:
+            pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=True)
+            value = losses.simpo_loss(pi_w, pi_l, s["simpo"]["beta"], s["simpo"]["gamma"])
+        out.append(_step(model, opt, value))
+    model.eval()
+    return out
+
+
+def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: dict):
+    """A fresh copy of ``base`` fine-tuned by ``arm``: (model, losses, wall seconds)."""
+    source, loss = ARMS[arm]
+    model = copy.deepcopy(base)
+    ft = s["finetune"]
+    t0 = time.perf_counter()
+    if source == "pairs":
+        triples = list(zip(pairs["prompt"], pairs["chosen"], pairs["rejected"]))
+        curve = pair_finetune(model, tokenizer, triples, loss, ft["steps"], ft["batch_size"], lr, seed, s)
+    else:
+        sub = corpus[corpus["corpus"] == source]
+        curve = token_finetune(model, tokenizer, list(zip(sub["prompt"], sub["completion"])), loss, ft["steps"],
+                               ft["batch_size"], lr, seed, s)
+    return model, curve, time.perf_counter() - t0

@@ -1,0 +1,84 @@
+"""Stage ``onpolicy_sft.train`` (one job per seed): build the corpora from the base model, then
+fine-tune every arm over the same learning-rate grid, pick each arm's rate on in-domain validation
+accuracy, and score the pick on the in-domain test set and the out-of-domain families.
+
+One job per seed (not per arm x seed): every arm needs the seed's corpora, and a job costs seconds of
+interpreter start-up on a 2-core machine. The base model's own scores are recorded as arm ``base``
+(the no-fine-tuning reference).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from icmlrepro.core.device import torch_device
+from icmlrepro.core.io import read_parquet, write_json, write_parquet
+from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.lm.data import tasks_from_table
+from icmlrepro.lm.tasks import Task
+
+log = logging.getLogger("icmlrepro.onpolicy_sft")
+
+
+def score(model, tokenizer, tasks: list[Task], s: dict) -> pd.DataFrame:
+    from icmlrepro.lm.evaluate import evaluate_model
+
+    df, _ = evaluate_model(model, tokenizer, tasks, s["corpora"]["gen_batch"], s["corpora"]["max_new_tokens"])
+    return df[["family", "difficulty", "correct"]]
+
+
+def _split(target: pd.DataFrame, seed: int, split: str) -> list[Task]:
+    return tasks_from_table(target[(target["seed"] == seed) & (target["split"] == split)])
+
+
+def run(job) -> None:
+    from icmlrepro.lm.model import load
+
+    from .corpora import build
+    from .finetune import ARMS, finetune
+
+    p = job.params
+    seed = int(job.wildcards.seed)
+    seed_everything(derive_seed(seed, "onpolicy_sft", "train"))
+    base, tok = load(job.input.model, torch_device())
+    target, ood = read_parquet(job.input.target), tasks_from_table(read_parquet(job.input.ood))
+    val, test = _split(target, seed, "val"), _split(target, seed, "test")
+    train_df = target[(target["seed"] == seed) & (target["split"] == "train")]
+    tasks = tasks_from_table(train_df)
+    styled = tasks_from_table(train_df.assign(trace=train_df["styled_trace"]))
+
+    corpus, pairs, gen_seconds = build(base, tok, tasks, styled, p["corpora"], derive_seed(seed, "gen"))
+    log.info("seed %d corpora: %s; %d pairs; generation %s", seed, corpus["corpus"].value_counts().to_dict(),
+             len(pairs), {k: round(v, 2) for k, v in gen_seconds.items()})
+
+    preds, grid = [], []
+
+    def record(arm, lr, model):
+        for split, ts in (("test", test), ("ood", ood)):
+            preds.append(score(model, tok, ts, p).assign(arm=arm, lr=lr, split=split))
+
+    record("base", float("nan"), base)
+    for arm in p["arms"]:
+        source = ARMS[arm][0]
+        n = len(pairs) if source == "pairs" else int((corpus["corpus"] == source).sum())
+        best = None
+        for lr in p["finetune"]["lr_grid"]:
+            if n == 0:  # e.g. no correct sample at all: the arm has no data, its scores are NaN
+                grid.append({"arm": arm, "lr": lr, "val_acc": float("nan"), "seconds": float("nan"), "n": 0})
+                continue
+            model, curve, secs = finetune(base, tok, arm, corpus, pairs, lr, derive_seed(seed, "ft", arm), p)
+            acc = float(score(model, tok, val, p)["correct"].mean())
+            grid.append({"arm": arm, "lr": lr, "val_acc": acc, "seconds": secs, "n": n,
+                         "final_loss": float(np.mean(curve[-10:]))})
+            log.info("seed %d %s lr %g: val acc %.3f, %.1fs, %d examples", seed, arm, lr, acc, secs, n)
+            if best is None or acc > best[0]:
+                best = (acc, lr, model)
+        if best is not None:
+            record(arm, best[1], best[2])
+    write_parquet(job.output.predictions, pd.concat(preds, ignore_index=True).assign(seed=seed))
+    write_parquet(job.output.grid, pd.DataFrame(grid).assign(seed=seed))
+    write_parquet(job.output.corpus, corpus.assign(seed=seed))
+    write_json(job.output.costs, {"seed": seed, "generation_seconds": gen_seconds, "n_pairs": len(pairs)})
