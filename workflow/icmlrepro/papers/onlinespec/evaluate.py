@@ -31,7 +31,7 @@ from icmlrepro.core.io import read_json, read_parquet
 from icmlrepro.core.kernelbench import kernel_metrics
 from icmlrepro.core.metrics import MetricsFile
 
-from .learners import ARMS, TUNED
+from .arms import ARMS, TUNED, read_tuning
 
 ONLINESPEC = ("optimistic", "ensemble")
 PERMUTATIONS = 200
@@ -96,18 +96,6 @@ def per_seed(df: pd.DataFrame, costs: dict, gamma: int) -> dict:
         regret, learners.acceptance_length, learners.chunk)
     out["spearman_within_chunk_permuted_null"] = permuted_null(
         regret, learners.acceptance_length, learners.chunk, int(df.seed.iloc[0]))
-    return out
-
-
-def read_tuning(paths) -> dict:
-    """The per-arm tuning records merged: one grid table and per-arm best step, interior flag, edge."""
-    out = {"grid": [], "best_step": {}, "interior": {}, "edge": {}}
-    for path in paths:
-        rec = read_json(path)
-        out["tuning_seed"] = rec["tuning_seed"]
-        out["grid"] += rec["grid"]
-        for key in ("best_step", "interior", "edge"):
-            out[key].update(rec[key])
     return out
 
 

@@ -8,8 +8,7 @@ import pandas as pd
 from icmlrepro.core.figures import new_figure, save
 from icmlrepro.core.io import read_parquet
 
-from .evaluate import read_tuning
-from .learners import ARMS, TUNED
+from .arms import ARMS, TUNED, read_tuning
 
 
 def run(job) -> None:

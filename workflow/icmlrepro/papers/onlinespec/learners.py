@@ -37,11 +37,7 @@ import torch
 
 from .feedback import Feedback, draft_logits, soft_ce
 
-PUBLISHED = ("offline", "ogd", "osd", "optimistic", "ensemble")
-TEXTBOOK = ("optimistic_ogd", "hedge")
-ARMS = PUBLISHED + TEXTBOOK
-TUNED = tuple(a for a in ARMS if a != "offline")  # arms with a step to tune
-MOMENTUM_ARMS = ("optimistic",)                   # the only arms whose SGD uses momentum
+from .arms import ARMS, MOMENTUM_ARMS, PUBLISHED, TEXTBOOK, TUNED  # noqa: F401  (re-exported)
 
 
 def learning_rate(arm: str, step: float, momentum: float) -> float:

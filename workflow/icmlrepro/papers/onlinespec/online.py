@@ -27,7 +27,7 @@ from icmlrepro.core.io import read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.lm.model import load
 
-from .evaluate import read_tuning
+from .arms import read_tuning
 from .feedback import Feedback, evaluate_draft, model_device
 from .learners import ARMS, Arm, sgd_steps
 from .speculative import speculative_generate, target_generate

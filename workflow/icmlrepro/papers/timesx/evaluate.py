@@ -23,6 +23,7 @@ from icmlrepro.core.metrics import MetricsFile
 
 from . import benchmark, neural, scoring
 from .context import KINDS, LEAK_RULES
+from .methods import ENSEMBLE, RANKED
 from .train import load_models
 from .workflow_inputs import BENCHMARKS, UNBOUNDED
 
@@ -31,12 +32,10 @@ NEURAL = ("foundation", "textnet", "textrev")
 TEXT_ARMS = {"": lambda texts: texts, "_notext": lambda texts: [""] * len(texts),
              "_shuffled": lambda texts: texts[len(texts) // 2:] + texts[:len(texts) // 2]}
 TEXT_MODELS = ("textnet", "textrev")
-ENSEMBLE = "avgens"  # the simple average of the time-series model and the text-aware model
 ENSEMBLE_MEMBERS = ("foundation", "textnet")
 ENSEMBLES = {ENSEMBLE: ENSEMBLE_MEMBERS, "avgens_notext": ("foundation", "textnet_notext"),
              "avgens_shuffled": ("foundation", "textnet_shuffled"),
              "avgens_foundation_ets": ("foundation", "ets")}  # the last: no text anywhere (diagnostic)
-RANKED = ("snaive", "ets", "arima", "foundation", "textnet", "textrev", ENSEMBLE)
 STRONG_SINGLE = ("ets", "arima", "foundation", "textnet", "textrev")
 UNIT = "MASE (SeasonalNaive = 1)"
 

@@ -9,7 +9,7 @@ import pandas as pd
 from icmlrepro.core.figures import new_figure, save
 from icmlrepro.core.io import read_parquet
 
-from .evaluate import RANKED
+from .methods import RANKED
 
 SHOWN = RANKED + ("naive", "textnet_notext", "avgens_notext", "avgens_shuffled")  # + reference and controls
 from .scoring import average_rank, geometric_mean
