@@ -186,6 +186,18 @@ def test_image_size_follows_the_target_and_no_test_image_is_in_training(arrays):
     assert data.shared_images(planted, arrays["test_x"]) == 1
 
 
+def test_npz_intermediates_round_trip_and_a_truncated_file_names_its_rebuild(tmp_path, arrays):
+    from icmlrepro.core.io import CorruptIntermediateError, read_npz, write_npz
+
+    path = tmp_path / "images.npz"
+    write_npz(path, {"test_y": arrays["test_y"], "test_x": arrays["test_x"]})
+    back = read_npz(path)
+    assert np.array_equal(back["test_x"], arrays["test_x"]) and back["test_y"].dtype == arrays["test_y"].dtype
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(CorruptIntermediateError, match="--force"):
+        read_npz(path)
+
+
 def test_region_errors_geometric_mean_and_slope_on_hand_cases():
     y = np.array([0.0, 10.0, 20.0, 30.0])
     pred = np.array([0.0, 12.0, 16.0, 30.0])

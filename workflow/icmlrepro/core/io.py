@@ -179,3 +179,29 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
             f"{path}: cannot be read as parquet ({type(exc).__name__}: {exc}); "
             f"the file is corrupt or truncated; {rebuild_hint(path)}"
         ) from exc
+
+
+def write_npz(path: str | os.PathLike, arrays: dict) -> None:
+    """Named numpy arrays as one compressed ``.npz``, written atomically."""
+    import numpy as np
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+
+
+def read_npz(path: str | os.PathLike) -> dict:
+    """Every array of an ``.npz`` (loaded, so the file is closed); a corrupt file names its rebuild command."""
+    import numpy as np
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing intermediate; {rebuild_hint(path)}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as exc:  # zipfile / numpy raise several types for truncated files
+        raise CorruptIntermediateError(
+            f"{path}: cannot be read as npz ({type(exc).__name__}: {exc}); "
+            f"the file is corrupt or truncated; {rebuild_hint(path)}"
+        ) from exc

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.io import atomic_path, write_json, write_parquet
+from icmlrepro.core.io import write_json, write_npz, write_parquet
 from icmlrepro.core.seeding import derive_seed
 
 REGIONS = ("many", "medium", "few")
@@ -85,22 +85,11 @@ def shared_images(train_x: np.ndarray, test_x: np.ndarray) -> int:
     return int(sum(img.tobytes() in seen for img in test_x))
 
 
-def save_arrays(path, arrays: dict[str, np.ndarray]) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-
-
-def load_arrays(path) -> dict[str, np.ndarray]:
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
-
-
 def run(job) -> None:
     s = job.params
     arrays = build(s)
     regions = shot_regions(arrays["train_y"], s)
-    save_arrays(job.output.images, arrays)
+    write_npz(job.output.images, arrays)
     write_parquet(job.output.regions, regions)
     test_region = regions.set_index("y").loc[arrays["test_y"], "region"]
     write_json(job.output.summary, {

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.io import read_npz, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
-from .data import REGIONS, load_arrays, shared_images
+from .data import REGIONS, shared_images
 from .model import predict
 from .rewards import ccc
 from .sft import load_model
@@ -126,7 +126,7 @@ def build_metrics(pred: pd.DataFrame, s: dict, train_seconds: dict, leaked: int 
 
 def run(job) -> None:
     s = job.params
-    arrays = load_arrays(job.input.images)
+    arrays = read_npz(job.input.images)
     pred, secs, logs = prediction_table(job, s, arrays)
     leaked = shared_images(np.concatenate([arrays["train_x"], arrays["balanced_x"]]), arrays["test_x"])
     write_parquet(job.output.rl_log, logs)

@@ -13,10 +13,10 @@ import time
 import numpy as np
 import torch
 
+from icmlrepro.core.io import read_npz
 from icmlrepro.core.seeding import derive_seed, seed_everything
-
 from icmlrepro.rl import grpo
-from .data import load_arrays
+
 from .model import answer_mask, parse_answers
 from .rewards import total_rewards
 from .sft import load_model, save_model
@@ -63,7 +63,7 @@ def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: in
 
 def run(job) -> None:
     s, seed, reward = job.params, int(job.wildcards.seed), job.wildcards.reward
-    arrays = load_arrays(job.input.images)
+    arrays = read_npz(job.input.images)
     model, _ = load_model(job.input.sft, s)
     t0 = time.perf_counter()
     log = train_rl(model, arrays["train_x"], arrays["train_y"], s, reward, seed)

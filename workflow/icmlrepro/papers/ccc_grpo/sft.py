@@ -13,10 +13,9 @@ import time
 import numpy as np
 import torch
 
-from icmlrepro.core.io import atomic_path
+from icmlrepro.core.io import atomic_path, read_npz
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
-from .data import load_arrays
 from .model import build_model, encode_targets
 
 ARMS = {"sft": "train", "sft_balanced": "balanced"}
@@ -62,7 +61,7 @@ def load_model(path, s: dict):
 
 def run(job) -> None:
     s, seed = job.params, int(job.wildcards.seed)
-    arrays = load_arrays(job.input.images)
+    arrays = read_npz(job.input.images)
     for arm, split in ARMS.items():
         t0 = time.perf_counter()
         model, losses = train_sft(arrays[f"{split}_x"], arrays[f"{split}_y"], s, seed, arm)
