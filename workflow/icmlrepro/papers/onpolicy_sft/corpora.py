@@ -20,11 +20,11 @@ from icmlrepro.lm.decode import generate
 from icmlrepro.lm.tasks import Task, check
 from icmlrepro.lm.train import collate
 
+from .arms import CORPORA
 from .ddt import sequence_phi
 from .hinted import hinted_generate
 from .styles import hint_prompt, solution
 
-CORPORA = ("ground_truth", "ground_truth_matched", "self", "hinted", "hinted_beta0")
 
 
 def encode(tokenizer, prompt: str, completion: str) -> tuple[list[int], int]:
@@ -99,14 +99,3 @@ def build(model, tokenizer, tasks: list[Task], styled: list[Task], s: dict, seed
     table["phi"] = sequence_phi(model, batches(tokenizer, list(zip(table["prompt"], table["completion"])),
                                                s["gen_batch"]))
     return table, pd.DataFrame(pairs, columns=["problem", "prompt", "chosen", "rejected"]), seconds
-
-
-def training_rows(table: pd.DataFrame, corpus: str) -> list[tuple[str, str]]:
-    sub = table[table["corpus"] == corpus]
-    return list(zip(sub["prompt"], sub["completion"]))
-
-
-@torch.no_grad()
-def corpus_phi(table: pd.DataFrame) -> dict[str, float]:
-    """A corpus's phi: the mean of its sequences' phi."""
-    return {c: float(table.loc[table["corpus"] == c, "phi"].mean()) for c in CORPORA}

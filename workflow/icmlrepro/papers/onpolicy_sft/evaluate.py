@@ -15,8 +15,7 @@ from scipy import stats
 from icmlrepro.core.io import read_json, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
-from .corpora import CORPORA
-from .finetune import ARMS
+from .arms import ARMS, CORPORA
 
 OURS = "hint_idft"
 # the SFT arm trained on each corpus: the points of the phi -> out-of-domain accuracy link

@@ -8,7 +8,7 @@ import pandas as pd
 
 from icmlrepro.core.io import read_parquet
 
-from .corpora import CORPORA
+from .arms import CORPORA
 from .evaluate import SFT_ON
 
 LABELS = {"base": "base model (no fine-tuning)", "sft": "SFT", "dft": "DFT", "idft": "IDFT",

@@ -14,21 +14,9 @@ import torch
 from icmlrepro.lm.train import collate, lr_at
 
 from . import losses
+from .arms import ARMS
 from .corpora import encode
 
-# arm -> (corpus or "pairs", loss)
-ARMS = {
-    "sft": ("ground_truth", "sft"),
-    "dft": ("ground_truth", "dft"),
-    "idft": ("ground_truth", "idft"),
-    "self_sft": ("self", "sft"),
-    "gt_matched_sft": ("ground_truth_matched", "sft"),
-    "hint_sft": ("hinted", "sft"),
-    "hint0_sft": ("hinted_beta0", "sft"),
-    "hint_idft": ("hinted", "idft"),
-    "dpo": ("pairs", "dpo"),
-    "simpo": ("pairs", "simpo"),
-}
 
 
 def _optimizer(model, lr):

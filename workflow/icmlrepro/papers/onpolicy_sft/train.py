@@ -38,7 +38,8 @@ def run(job) -> None:
     from icmlrepro.lm.model import load
 
     from .corpora import build
-    from .finetune import ARMS, finetune
+    from .arms import ARMS
+    from .finetune import finetune
 
     p = job.params
     seed = int(job.wildcards.seed)
