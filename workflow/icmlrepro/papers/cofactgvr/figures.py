@@ -90,7 +90,7 @@ def plot_examples(preds: pd.DataFrame, split: dict, arms: list[str], grid: int, 
 
     handles = [Line2D([], [], color="green", label="target object")]
     handles += [Line2D([], [], color=f"C{arms.index(a) + 1}", ls="--", label=f"evidence: {LABELS[a]}") for a in show]
-    axes[0][0].legend(handles=handles, fontsize=6, loc="lower left")
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=len(handles), frameon=False)
     save(fig, path)
 
 
