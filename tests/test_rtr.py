@@ -134,7 +134,7 @@ def test_rtr_gets_the_committed_actions_and_is_a_no_op_at_zero_delay_with_identi
     tasks = sim.sample_tasks(np.random.default_rng(1), 2)
     seen = []
 
-    def refine(prefix, chunk):
+    def refine(prefix, chunk, obs):
         seen.append(prefix.copy())
         return chunk
 
@@ -164,10 +164,13 @@ def test_temporal_ensembling_averages_the_arrived_overlapping_chunks():
 
 
 def test_codec_and_inpainting_keep_what_they_must():
-    norm = Normalizer(np.array([0.2, 0.0]), np.array([0.1, 0.05]))
+    norm = Normalizer(np.array([0.02, 0.0]), np.array([0.1, 0.05]))
     chunk = np.random.default_rng(0).normal(size=(3, 48, 2)) * 0.05 + 0.2
-    assert np.allclose(Codec("action60", norm).decode(Codec("action60", norm).encode(chunk)), chunk, atol=1e-6)
-    assert Codec("action15", norm).encode(chunk).shape == (3, 24)
+    ref = chunk[:, 0] + 0.01
+    codec = Codec("action60", norm)
+    assert np.allclose(codec.decode(codec.encode(chunk, ref), ref), chunk, atol=1e-6)
+    assert np.allclose(codec.encode(chunk, ref).reshape(3, 48, 2), (chunk - ref[:, None] - 0.02 * np.array([1, 0])) / [0.1, 0.05], atol=1e-5)
+    assert Codec("action15", norm).encode(chunk, ref).shape == (3, 24)
     s = {"train_timesteps": 100, "inference_steps": 8}
     torch.manual_seed(0)
     den = Denoiser(96, 10, 32, 2).eval()

@@ -30,7 +30,7 @@ from .chunks import (acc_jerk, active_ticks, boundary_gap, boundary_jerk, chunks
                      pause_mask, summary, to_low_rate)
 from .execute import Schedule, expert_rollout, rollout
 from .model import Denoiser
-from .policy import RATIO, Codec, Normalizer, sample
+from .policy import RATIO, Normalizer, features, reference, sample
 from .train import codec_for, load_vae
 
 # closed-loop arms: name -> (policy, rate, mode, delay setting)
@@ -64,7 +64,7 @@ class Loaded:
         self.models, self.codecs = {}, {}
         for kind in s["policies"]:
             ck = torch.load(job.input[f"{kind}_seed{seed}"], weights_only=False)
-            m = Denoiser(ck["dim"], len(sim.OBS_NAMES), s["hidden"], s["layers"])
+            m = Denoiser(ck["dim"], len(self.obs_norm.mean), s["hidden"], s["layers"])
             m.load_state_dict(ck["state"])
             self.models[kind] = (m.eval(), ck["dim"])
             z = Normalizer.from_state(ck["z_norm"]) if ck["z_norm"] else None
@@ -81,24 +81,28 @@ class Loaded:
             mask = np.zeros(dim, bool)
             mask[: prefix.shape[1] * prefix.shape[2]] = True
             vals = np.zeros((len(obs), dim), np.float32)
-            vals[:, mask] = self.act_norm(prefix).reshape(len(obs), -1)
+            vals[:, mask] = self.act_norm(prefix - reference(obs)[:, None]).reshape(len(obs), -1)
             known = (mask, vals)
-        x = sample(model, self.obs_norm(obs).astype(np.float32), dim, self.s, self.gen, known)
-        out = self.codecs[kind].decode(x)
+        x = sample(model, self.cond(obs), dim, self.s, self.gen, known)
+        out = self.codecs[kind].decode(x, reference(obs))
         if kind == "action15":
             out = hold_60(out, RATIO) if rate == "hold" else interp_60(out, RATIO)
         return out
 
-    def refine(self, prefix: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    def cond(self, obs: np.ndarray) -> np.ndarray:
+        return self.obs_norm(features(obs)).astype(np.float32)
+
+    def refine(self, prefix: np.ndarray, chunk: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Reuse-then-Refine: committed prefix + new chunk from there on, encoded and decoded by the VAE."""
         combined = np.concatenate([prefix, chunk[:, prefix.shape[1]:]], 1)
-        return self.vae_pass(combined)
+        return self.vae_pass(combined, reference(obs))
 
-    def vae_pass(self, chunk: np.ndarray, vae=None) -> np.ndarray:
+    def vae_pass(self, chunk: np.ndarray, ref: np.ndarray, vae=None) -> np.ndarray:
+        """Encode (posterior mean) and decode a physical chunk, relative to ``ref`` as the VAE was trained."""
         vae = vae or self.vae
         with torch.no_grad():
-            x = vae.reconstruct(torch.as_tensor(self.act_norm(chunk).astype(np.float32))).numpy()
-        return self.act_norm.inverse(x)
+            x = vae.reconstruct(torch.as_tensor(self.act_norm(chunk - ref[:, None]).astype(np.float32))).numpy()
+        return self.act_norm.inverse(x) + ref[:, None]
 
 
 def heldout_chunks(job, s: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -120,17 +124,18 @@ def smooth_row(pred: np.ndarray, ref: np.ndarray, fps: int) -> dict:
 
 
 def offline_rows(L: Loaded, obs: np.ndarray, expert: np.ndarray, job, s: dict) -> list[dict]:
+    ref = reference(obs)
     preds = {"expert": expert, "expert15_interp": interp_60(to_low_rate(expert, RATIO), RATIO),
-             "vae_recon": L.vae_pass(expert)}
+             "vae_recon": L.vae_pass(expert, ref)}
     preds["action60"] = L.chunk("action60", "60", obs)
-    preds["action60_vaefilter"] = L.vae_pass(preds["action60"])
+    preds["action60_vaefilter"] = L.vae_pass(preds["action60"], ref)
     preds["latent"] = L.chunk("latent", "60", obs)
-    knots = L.codecs["action15"].decode(sample(L.models["action15"][0], L.obs_norm(obs).astype(np.float32),
-                                               L.models["action15"][1], s, L.gen))
+    knots = L.codecs["action15"].decode(sample(L.models["action15"][0], L.cond(obs), L.models["action15"][1], s,
+                                               L.gen), ref)
     preds["action15_hold"], preds["action15_interp"] = hold_60(knots, RATIO), interp_60(knots, RATIO)
     for f in s["ablation_downsample"]:
         vae_f = load_vae(job.input.vae, s, L.seed, f)[0]
-        preds[f"vae_recon.x{f}"] = L.vae_pass(expert, vae_f)
+        preds[f"vae_recon.x{f}"] = L.vae_pass(expert, ref, vae_f)
     return [{"seed": L.seed, "arm": k} | smooth_row(v, expert, sim.FPS) for k, v in preds.items()]
 
 

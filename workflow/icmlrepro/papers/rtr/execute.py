@@ -56,8 +56,8 @@ class Schedule:
 
 # policy(obs (n, O), known_prefix (n, d, A) or None) -> physical chunk (n, H, A)
 Policy = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
-# refine(prefix (n, d, A), chunk (n, H, A)) -> refined chunk (n, H, A)
-Refine = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# refine(prefix (n, d, A), chunk (n, H, A), obs (n, O) the chunk was inferred from) -> refined chunk (n, H, A)
+Refine = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def te_action(chunks: list[tuple[int, np.ndarray]], tick: int, sch: Schedule, fallback: np.ndarray) -> np.ndarray:
@@ -96,7 +96,7 @@ def rollout(tasks: np.ndarray, policy: Policy, sch: Schedule, ticks: int, refine
                 prefix = plan[:, tick:tick + d].copy()
                 chunk = policy(ob, prefix if sch.mode == "rtc" else None)
                 if sch.mode == "rtr":
-                    chunk = refine(prefix, chunk)
+                    chunk = refine(prefix, chunk, ob)
                 plan[:, tick + d:tick + d + E] = chunk[:, d:d + E]
                 switches.append(tick + d)
                 next_start = tick + E

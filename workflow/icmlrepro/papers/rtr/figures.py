@@ -48,7 +48,8 @@ def plot_trajectories(traces: pd.DataFrame, path) -> None:
             ax.plot(a["puck_x"], a["puck_y"], lw=1.5, ls="--", color=line.get_color())
     g = tr.iloc[0]
     ax.scatter([g["goal_x"]], [g["goal_y"]], marker="*", s=80, color="g", label="goal")
-    ax.set(xlabel="x (m)", ylabel="y (m)", aspect="equal", title="top view: fingertip (solid) and puck (dashed)")
+    ax.set(xlabel="x (m)", ylabel="y (m)", aspect="equal", xlim=(0.0, 0.55), ylim=(-0.3, 0.3),
+           title="top view: fingertip (solid) and puck (dashed), workspace only")
     ax.legend(fontsize=5, ncol=3)
     save(fig, path)
 

@@ -8,6 +8,11 @@ generates is the policy's *representation* of the chunk (``Codec``):
 - ``latent``: the block VAE's posterior mean of the chunk, standardised per dimension (the paper's method),
   decoded by the VAE.
 
+Chunks are expressed relative to the command in force at the observation tick (``reference``, the last
+commanded fingertip target, part of the observation), the usual delta-action parameterisation; the VAE is
+trained on such relative chunks too. Policies see the observation plus two relative features (puck minus
+fingertip, goal minus puck): ``features``.
+
 Every policy uses the same denoiser size, noise schedule (100 training steps, squared-cosine betas,
 epsilon prediction), DDIM with ``inference_steps`` steps, optimiser and number of updates.
 ``sample(..., known=...)`` inpaints known entries (the RTC-like baseline): after every DDIM step the known
@@ -25,6 +30,18 @@ from .model import BlockVAE, Denoiser
 
 RATIO = 4  # 60 Hz / 15 Hz
 KINDS = ("action60", "action15", "latent")
+CMD = slice(8, 10)  # the last commanded target in the observation (sim.OBS_NAMES)
+
+
+def reference(obs: np.ndarray) -> np.ndarray:
+    """The command in force at the observation tick (n, 2): chunks are relative to it."""
+    return np.asarray(obs)[:, CMD]
+
+
+def features(obs: np.ndarray) -> np.ndarray:
+    """Observation (n, 10) + puck - fingertip + goal - puck (n, 14): the policy's conditioning input."""
+    obs = np.asarray(obs)
+    return np.concatenate([obs, obs[:, 4:6] - obs[:, 0:2], obs[:, 6:8] - obs[:, 4:6]], 1)
 
 
 class Normalizer:
@@ -60,8 +77,8 @@ class Codec:
             raise ValueError(f"unknown policy kind {kind!r}")
         self.kind, self.act_norm, self.vae, self.z_norm = kind, act_norm, vae, z_norm
 
-    def encode(self, chunk: np.ndarray) -> np.ndarray:
-        x = self.act_norm(chunk).astype(np.float32)
+    def encode(self, chunk: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        x = self.act_norm(chunk - ref[:, None]).astype(np.float32)
         if self.kind == "action15":
             x = to_low_rate(x, RATIO)
         if self.kind == "latent":
@@ -70,7 +87,7 @@ class Codec:
             return self.z_norm(mu.numpy()).astype(np.float32)
         return x.reshape(len(x), -1)
 
-    def decode(self, sample: np.ndarray) -> np.ndarray:
+    def decode(self, sample: np.ndarray, ref: np.ndarray) -> np.ndarray:
         """Sample -> physical actions: (B, H, A) for action60 and latent, (B, H / 4, A) knots for action15."""
         sample = np.asarray(sample, np.float32)
         if self.kind == "latent":
@@ -78,7 +95,7 @@ class Codec:
                 x = self.vae.decode(torch.as_tensor(self.z_norm.inverse(sample).astype(np.float32))).numpy()
         else:
             x = sample.reshape(len(sample), -1, len(self.act_norm.mean))
-        return self.act_norm.inverse(x)
+        return self.act_norm.inverse(x) + ref[:, None]
 
 
 def schedulers(s: dict):

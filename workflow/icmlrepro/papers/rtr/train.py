@@ -16,7 +16,7 @@ from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from . import data as rtr_data
 from .chunks import chunks
-from .policy import Codec, Normalizer, train_denoiser
+from .policy import Codec, Normalizer, features, reference, train_denoiser
 from .vae import new_vae
 
 
@@ -42,12 +42,12 @@ def run(job) -> None:
     z_norm = None
     if kind == "latent":
         codec.z_norm = Normalizer(np.zeros(vae.latent_dim), np.ones(vae.latent_dim))
-        z_norm = Normalizer.fit(codec.encode(c))
+        z_norm = Normalizer.fit(codec.encode(c, reference(o)))
         codec.z_norm = z_norm
-    samples = codec.encode(c)
+    samples = codec.encode(c, reference(o))
     rng = seed_everything(derive_seed(seed, "rtr", "policy", kind))
     t0 = time.perf_counter()
-    model, losses = train_denoiser(samples, obs_norm(o).astype(np.float32), s, rng)
+    model, losses = train_denoiser(samples, obs_norm(features(o)).astype(np.float32), s, rng)
     torch.save({"kind": kind, "seed": seed, "dim": samples.shape[1], "state": model.state_dict(),
                 "z_norm": z_norm.state() if z_norm else None, "losses": losses,
                 "train_seconds": time.perf_counter() - t0}, job.output.policy)

@@ -2,8 +2,8 @@
 
 One job for all seeds and factors (each training is seconds). The main factor's VAE is the one the
 latent policy and Reuse-then-Refine use; the others only enter the ablation (reconstruction error and
-smoothness of the autoencoded expert chunks per factor). The normalisers of observations and actions
-(fitted on the training demonstrations) are stored here, so every policy shares them.
+smoothness of the autoencoded expert chunks per factor). The normalisers of policy features and relative
+chunks (fitted on the training demonstrations) are stored here, so every policy shares them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from icmlrepro.core.seeding import derive_seed, seed_everything
 from . import data as rtr_data
 from .chunks import chunks
 from .model import BlockVAE, vae_loss
-from .policy import Normalizer
+from .policy import Normalizer, features, reference
 
 
 def new_vae(s: dict, downsample: int) -> BlockVAE:
@@ -48,8 +48,9 @@ def run(job) -> None:
     s = job.params
     obs, act = rtr_data.load(job.input.steps, job.input.episodes, "train")
     o, c = chunks(obs, act, s["horizon"])
-    act_norm, obs_norm = Normalizer.fit(act), Normalizer.fit(obs)
-    x = act_norm(c).astype(np.float32)
+    rel = c - reference(o)[:, None]
+    act_norm, obs_norm = Normalizer.fit(rel), Normalizer.fit(features(o))
+    x = act_norm(rel).astype(np.float32)
     out = {"act_norm": act_norm.state(), "obs_norm": obs_norm.state(), "seeds": {}}
     for seed in s["seeds"]:
         per = {}
