@@ -133,6 +133,11 @@ def test_every_arm_of_a_seed_starts_from_the_same_warm_start_and_references_it(s
         assert len(log) == s["iterations"] and set(log["steps"]) <= {0, 2}
     for k in starts["grpo"]:
         assert torch.equal(starts["grpo"][k], starts["cofactgvr"][k])
+    # the same arm and seed retrained gives the same weights and log (byte-identical metrics)
+    a, log_a, _ = train.train("cofactgvr", splits["train"], s, seed=3)
+    b, log_b, _ = train.train("cofactgvr", splits["train"], s, seed=3)
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+    pd.testing.assert_frame_equal(log_a, log_b)
     other = train.warm_start(splits["train"], s, seed=4).state_dict()
     assert any(not torch.equal(other[k], starts["grpo"][k]) for k in other)
 
