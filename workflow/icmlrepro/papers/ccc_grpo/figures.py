@@ -16,6 +16,9 @@ LABELS = {"sft": "token-level SFT", "sft_balanced": "SFT on balanced targets (co
           "ccc_shuffled": "GRPO, CCC on shuffled pairs (control)", TRIVIAL: "training median (trivial)"}
 
 
+COLORS = {arm: f"C{i}" for i, arm in enumerate(LABELS)}  # one colour per arm in every panel
+
+
 def _arms(pred: pd.DataFrame) -> list[str]:
     return [a for a in LABELS if a in set(pred["arm"])]
 
@@ -34,19 +37,19 @@ def plot_regions(pred: pd.DataFrame, regions: pd.DataFrame, path) -> None:
         a = per_seed[per_seed["arm"] == arm]
         m = a.groupby("group")["mae"].mean().reindex(groups)
         x = np.arange(len(groups)) + i * w
-        ax.bar(x, m, w, label=LABELS[arm], alpha=0.85)
+        ax.bar(x, m, w, label=LABELS[arm], color=COLORS[arm], alpha=0.85)
         for j, g in enumerate(groups):
             vals = a.loc[a["group"] == g, "mae"]
             ax.scatter(np.full(len(vals), x[j]), vals, s=5, color="k", zorder=3)
     ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, [f"{g}-shot" if g != "all" else "all" for g in groups])
     ax.set(ylabel="test MAE (balanced test set)", title="error by shot region (dots: seeds)")
     ax.legend(fontsize=6)
-    colors = {"many": "tab:green", "medium": "tab:orange", "few": "tab:red"}
-    axh.bar(regions["y"], regions["train_count"], color=[colors[r] for r in regions["region"]], width=1.0)
-    for r, c in colors.items():
-        axh.bar([], [], color=c, label=f"{r}-shot")
+    from matplotlib.patches import Patch
+
+    shades = {"many": "0.25", "medium": "0.55", "few": "0.8"}
+    axh.bar(regions["y"], regions["train_count"], color=[shades[r] for r in regions["region"]], width=1.0)
     axh.set(xlabel="target value", ylabel="training images", title="long-tailed training targets")
-    axh.legend(fontsize=7)
+    axh.legend(handles=[Patch(color=c, label=f"{r}-shot") for r, c in shades.items()], fontsize=7)
     save(fig, path)
 
 
@@ -58,7 +61,7 @@ def plot_scatter(pred: pd.DataFrame, path) -> None:
     for ax, arm in zip(axes[0], arms):
         a = pred[pred["arm"] == arm]
         jitter = np.random.default_rng(0).uniform(-0.3, 0.3, len(a))
-        ax.scatter(a["y"] + jitter, a["pred"], s=2, alpha=0.15)
+        ax.scatter(a["y"] + jitter, a["pred"], s=2, alpha=0.15, color=COLORS[arm])
         mean = a.groupby("y")["pred"].mean()
         ax.plot(mean.index, mean.values, color="k", lw=1, label="mean prediction")
         ax.plot(lim, lim, "--", color="grey", lw=1, label="identity")
@@ -70,12 +73,13 @@ def plot_scatter(pred: pd.DataFrame, path) -> None:
 
 
 def plot_rl_curves(log: pd.DataFrame, path) -> None:
-    """Per RL arm, over GRPO steps: mean absolute error and spread (std) of the sampled answers, and the KL."""
+    """Per RL arm, over GRPO steps (mean over seeds): mean absolute error and spread (std) of the sampled
+    answers, and the KL to the SFT model."""
     fig, axes = new_figure(ncols=3)
     for arm in [a for a in LABELS if a in set(log["arm"])]:
         a = log[log["arm"] == arm].groupby("step")[["abs_error", "answer_std", "kl"]].mean()
         for ax, col in zip(axes, ("abs_error", "answer_std", "kl")):
-            ax.plot(a.index, a[col], label=LABELS[arm])
+            ax.plot(a.index, a[col], label=LABELS[arm], color=COLORS[arm])
     for ax, t in zip(axes, ("|answer - target| of rollouts", "std of rollout answers", "KL to SFT (k3)")):
         ax.set(xlabel="GRPO step", title=t)
     axes[0].legend(fontsize=6)
