@@ -128,10 +128,13 @@ def test_anchor_loss_is_the_smoothed_cross_entropy_and_keeps_the_best_accepted()
 def test_instruction_prior_follows_the_instruction():
     instr = torch.zeros(1, data.N_INSTR)
     instr[0, 2 * tools.TOOLS.index("saturation") + 1] = 1  # "increase saturation"
-    p = agent.instruction_prior(instr, eps=0.0)[0]
-    named = [a for a, (t, amt) in enumerate(tools.ACTIONS) if t == "saturation" and amt > 0]
+    p = agent.instruction_prior(instr, step=1, horizon=4, eps=0.0)[0]
+    small, big = (tools.ACTIONS.index(("saturation", tools.STEPS["saturation"][z])) for z in (0, 1))
     assert p.sum() == pytest.approx(1.0)
-    assert set(torch.nonzero(p)[:, 0].tolist()) == {tools.STOP, *named}
+    assert set(torch.nonzero(p)[:, 0].tolist()) == {tools.STOP, small, big}
+    # stop share step / horizon; the rest split 2:1 between the small and the big step
+    assert p[tools.STOP] == pytest.approx(0.25) and p[small] == pytest.approx(0.5) and p[big] == pytest.approx(0.25)
+    assert agent.instruction_prior(instr, step=0, horizon=4, eps=0.0)[0, tools.STOP] == 0  # edit first
     assert float(agent.instruction_prior(instr, eps=0.1)[0].min()) > 0
 
 

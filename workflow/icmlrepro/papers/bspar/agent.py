@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .data import N_INSTR
-from .tools import ACTIONS, N_ACTIONS, N_FEATURES, STOP, TOOLS, apply_actions, delta_e, features, proxy_quality
+from .tools import ACTIONS, N_ACTIONS, N_FEATURES, STEPS, STOP, TOOLS, apply_actions, delta_e, features, proxy_quality
 
 OBS_DIM = N_INSTR + 2 * N_FEATURES + 1
 STATE_DIM = OBS_DIM - 1  # what the reward model sees: the observation without the step counter
@@ -26,16 +26,18 @@ def observe(instr: torch.Tensor, f: torch.Tensor, f0: torch.Tensor, t: int, hori
     return torch.cat([instr, f, f - f0, torch.full((len(f), 1), t / horizon)], 1)
 
 
-def instruction_prior(instr: torch.Tensor, eps: float = 0.1) -> torch.Tensor:
-    """pi_0(a | instruction): the tools the instruction names, in its direction (both step sizes), and stop;
-    mixed with ``eps`` of uniform so that no action is impossible. The prior an MLLM's reading of the
-    instruction would give, here read off the instruction's (tool, direction) words."""
+def instruction_prior(instr: torch.Tensor, step: int = 0, horizon: int = 1, eps: float = 0.1) -> torch.Tensor:
+    """pi_0(a | instruction, step): the tools the instruction names, in its direction, small steps twice as
+    likely as big ones; ``stop`` gets the share step / horizon (edit first, stop later); mixed with ``eps`` of
+    uniform so that no action is impossible. The prior an MLLM's reading of the instruction would give, here
+    read off the instruction's (tool, direction) words; it knows nothing of the amounts."""
     p = torch.zeros(len(instr), N_ACTIONS)
-    p[:, STOP] = 1.0
     for a, (tool, amount) in enumerate(ACTIONS):
         if tool:
             k = TOOLS.index(tool)
-            p[:, a] = instr[:, 2 * k + int(amount > 0)]
+            p[:, a] = instr[:, 2 * k + int(amount > 0)] * (2.0 if abs(amount) == STEPS[tool][0] else 1.0)
+    p = p / p.sum(1, keepdim=True).clamp(min=1e-12) * (1 - step / horizon)
+    p[:, STOP] = step / horizon
     p = p / p.sum(1, keepdim=True)
     return (1 - eps) * p + eps / N_ACTIONS
 
@@ -71,13 +73,13 @@ def rollout(policy, source: torch.Tensor, instr: torch.Tensor, horizon: int, gen
     ro, x = Rollout(), source
     f0 = features(source)
     f, alive = f0, torch.ones(len(source), dtype=torch.bool)
-    prior = instruction_prior(instr) if prior_weight > 0 else None
     q = proxy_quality(x) if proxy else None
     for t in range(horizon):
         obs = observe(instr, f, f0, t, horizon)
         with torch.no_grad():
-            probs = torch.softmax(policy(obs), 1)
-        mu = probs if prior is None else (1 - prior_weight) * probs + prior_weight * prior
+            mu = torch.softmax(policy(obs), 1)
+        if prior_weight > 0:
+            mu = (1 - prior_weight) * mu + prior_weight * instruction_prior(instr, t, horizon)
         a = mu.argmax(1) if gen is None else torch.multinomial(mu, 1, generator=gen)[:, 0]
         a = torch.where(alive, a, torch.full_like(a, STOP))
         ro.obs.append(obs), ro.actions.append(a), ro.alive.append(alive.clone())

@@ -1,7 +1,8 @@
 """Retouching tasks on real photographs shipped with scikit-image and scikit-learn (nothing is downloaded).
 
 A task is (source, instruction, hidden expert target). Random square crops of the photos are resized to
-``size`` pixels and brought to a house style (``normalise``); a crop is degraded by a random parametric edit ``d`` (the capture we are handed), and the
+``size`` pixels and brought to a house style (``normalise``); a crop is degraded by a random parametric edit
+``d`` (the capture we are handed), and the
 instruction names 2 aspects to fix with their direction only ("increase exposure", "decrease temperature"),
 never the amount. The expert target applies ``-d`` on the instructed aspects to the source with the same tools
 (so it is reachable) and leaves the other, milder degradations alone: an agent that "fixes" an aspect nobody

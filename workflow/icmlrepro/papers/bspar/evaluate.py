@@ -140,73 +140,91 @@ def smoothed_rate(success: np.ndarray) -> float:
     return (success.sum() + 0.5) / (len(success) + 1)
 
 
+CURVE_METRICS = {  # curve_stats key: (unit, direction, description)
+    "zero_reward_share_first_half": ("share of rollouts", "lower",
+                                     "training rollouts without an accept bit, first half of training"),
+    "early_entropy": ("nats", "higher", "policy entropy on visited states at 15-25% of training"),
+    "late_success_std": ("success rate std", "lower",
+                         "std of the validation success over the last quarter of training"),
+    "final_val_success": ("share of validation images", "higher", "validation success at the end of training"),
+}
+SMOOTHED = "rates (k+1/2)/(n+1)"
+
+
+def trained_arm_metrics(mf: MetricsFile, arm: str, per_image: pd.DataFrame, curves: pd.DataFrame, seeds) -> None:
+    """Edit statistics, collapse, inference time and training-curve statistics of one trained arm."""
+    sub = per_image[per_image["arm"] == arm].groupby("seed")
+    negl = sub["negligible"].sum() / sub["edits"].sum().clip(lower=1)
+    first = sub[["action_entropy", "infer_ms"]].first()
+    mf.add(f"negligible_edit_share.{arm}", [float(negl.loc[sd]) for sd in seeds], unit="share of edits",
+           direction="lower", description=f"arm {arm}: share of executed edits with CIEDE2000 change < {JND} (JND)")
+    mf.add(f"action_entropy.{arm}", [float(first.loc[sd, "action_entropy"]) for sd in seeds], unit="nats",
+           direction="higher", description=f"arm {arm}: entropy of the executed tool-call distribution (0 = collapse)")
+    mf.add(f"infer_ms.{arm}", [float(first.loc[sd, "infer_ms"]) for sd in seeds], unit="ms per image",
+           direction="lower", timing=True, description=f"arm {arm}: greedy inference wall time per test image")
+    cs = {sd: curve_stats(curves[(curves["arm"] == arm) & (curves["seed"] == sd)]) for sd in seeds}
+    for key, (unit, direction, text) in CURVE_METRICS.items():
+        mf.add(f"{key}.{arm}", [cs[sd][key] for sd in seeds], unit=unit, direction=direction,
+               description=f"arm {arm}: {text}")
+    secs = curves[curves["arm"] == arm].groupby("seed")["train_seconds"].first()
+    mf.add(f"train_seconds.{arm}", [float(secs.loc[sd]) for sd in seeds], unit="s", direction="lower", timing=True,
+           description=f"arm {arm}: training wall time (equal iterations in every trained arm)")
+
+
 def build_metrics(per_image: pd.DataFrame, curves: pd.DataFrame, align: pd.DataFrame, s: dict,
                   recipe: tuple, recipe_scores: list) -> MetricsFile:
     seeds = list(s["seeds"])
     mf = MetricsFile("bspar", s["scale"], replicate="seed", replicates=seeds)
-    g = per_image.groupby(["arm", "seed"])
-    mean = g[["delta_e", "ssim", "success", "edits"]].mean()
-    arms = [*s["arms"], *BASELINES, "oracle"]
+    mean = per_image.groupby(["arm", "seed"])[["delta_e", "ssim", "success", "edits"]].mean()
 
     def per_seed(arm, col):
         return np.array([float(mean.loc[(arm, sd), col]) for sd in seeds])
 
     units = {"success": ("share of test images", "higher"), "delta_e": ("mean CIEDE2000", "lower"),
              "ssim": ("SSIM", "higher"), "edits": ("tool calls per image", "lower")}
-    for arm in arms:
+    for arm in [*s["arms"], *BASELINES, "oracle"]:
         for col, (unit, direction) in units.items():
             mf.add(f"{col}.{arm}", per_seed(arm, col), unit=unit, direction=direction,
                    description=f"arm {arm}: {col} to the hidden expert target on the test photos (greedy)")
     for arm in s["arms"]:
-        sub = per_image[per_image["arm"] == arm].groupby("seed")
-        negl = sub["negligible"].sum() / sub["edits"].sum().clip(lower=1)
-        mf.add(f"negligible_edit_share.{arm}", [float(negl.loc[sd]) for sd in seeds], unit="share of edits",
-               direction="lower", description=f"arm {arm}: share of executed edits with CIEDE2000 change < {JND} (JND)")
-        mf.add(f"action_entropy.{arm}", [float(sub["action_entropy"].first().loc[sd]) for sd in seeds], unit="nats",
-               direction="higher", description=f"arm {arm}: entropy of the executed tool-call distribution (0 = collapse)")
-        mf.add(f"infer_ms.{arm}", [float(sub["infer_ms"].first().loc[sd]) for sd in seeds], unit="ms per image",
-               direction="lower", timing=True, description=f"arm {arm}: greedy inference wall time per test image")
-        cs = {sd: curve_stats(curves[(curves["arm"] == arm) & (curves["seed"] == sd)]) for sd in seeds}
-        for key, (unit, direction, text) in {
-                "zero_reward_share_first_half": ("share of rollouts", "lower", "training rollouts without an accept bit, first half of training"),
-                "early_entropy": ("nats", "higher", "policy entropy on visited states at 15-25% of training"),
-                "late_success_std": ("success rate std", "lower", "std of the validation success over the last quarter of training"),
-                "final_val_success": ("share of validation images", "higher", "validation success at the end of training")}.items():
-            mf.add(f"{key}.{arm}", [cs[sd][key] for sd in seeds], unit=unit, direction=direction,
-                   description=f"arm {arm}: {text}")
-        secs = curves[curves["arm"] == arm].groupby("seed")["train_seconds"].first()
-        mf.add(f"train_seconds.{arm}", [float(secs.loc[sd]) for sd in seeds], unit="s", direction="lower", timing=True,
-               description=f"arm {arm}: training wall time (equal iterations in every trained arm)")
+        trained_arm_metrics(mf, arm, per_image, curves, seeds)
     comp = [a for a in COMPETITORS if a in set(per_image["arm"])]
     succ = np.stack([per_seed(a, "success") for a in comp])
-    best = succ.argmax(0)
     mf.add("success.best_baseline", succ.max(0), unit="share of test images", direction="higher",
            description=f"per seed, the highest success among {', '.join(comp)}")
-    mf.add("ssim.best_baseline", np.stack([per_seed(a, "ssim") for a in comp]).max(0), unit="SSIM", direction="higher",
-           description=f"per seed, the highest SSIM among {', '.join(comp)}")
+    mf.add("ssim.best_baseline", np.stack([per_seed(a, "ssim") for a in comp]).max(0), unit="SSIM",
+           direction="higher", description=f"per seed, the highest SSIM among {', '.join(comp)}")
     if "bspar" in s["arms"]:
-        rate = {a: np.array([smoothed_rate(per_image[(per_image["arm"] == a) & (per_image["seed"] == sd)]["success"].to_numpy())
-                             for sd in seeds]) for a in [*comp, "bspar", "sparse"] if a in set(per_image["arm"])}
-        best_rate = np.stack([rate[a] for a in comp]).max(0)
-        for name, arm in (("bspar", "bspar"), ("sparse", "sparse")):
-            if arm in rate:
-                mf.add(f"success_rel_gain.{name}_vs_aigc", rate[arm] / rate["aigc"] - 1, unit="relative gain in success",
-                       direction="higher", description=f"(success of {arm} / success of the AIGC-style arm) - 1, rates (k+1/2)/(n+1)")
-        mf.add("success_rel_gain.bspar_vs_best_baseline", rate["bspar"] / best_rate - 1, unit="relative gain in success",
-               direction="higher", description="(success of bspar / best competitor's success) - 1, rates (k+1/2)/(n+1)")
-        best_edits = np.array([per_seed(comp[b], "edits")[i] for i, b in enumerate(best)])
-        mf.add("edits_ratio.bspar_vs_best_baseline", per_seed("bspar", "edits") / np.maximum(best_edits, 1e-9),
-               unit="ratio of tool calls", direction="lower",
-               description="tool calls per image of bspar / those of the per-seed most successful competitor")
-        al = align.set_index("seed")
-        mf.add("reward_truth_corr.bspar", [float(al.loc[sd, "bayes"]) for sd in seeds], unit="Pearson r", direction="higher",
-               description="B-Spar reward model: corr(change of posterior acceptance, true decrease of CIEDE2000 to target), random edits")
-        mf.add("reward_truth_corr.proxy", [float(al.loc[sd, "proxy"]) for sd in seeds], unit="Pearson r", direction="higher",
-               description="dense proxy: corr(no-reference quality gain, true decrease of CIEDE2000 to target), same random edits")
+        comparison_metrics(mf, per_image, align, comp, succ.argmax(0), per_seed, seeds)
     grid_pos = recipe_scores.index(max(recipe_scores))
     mf.add("prompt_recipe_at_grid_edge", [float(grid_pos in (0, len(recipe_scores) - 1))] * len(seeds), unit="flag",
            direction="none", description=f"1 if the tuned prompt recipe {recipe} is at an end of its grid")
     return mf
+
+
+def comparison_metrics(mf: MetricsFile, per_image: pd.DataFrame, align: pd.DataFrame, comp: list,
+                       best: np.ndarray, per_seed, seeds) -> None:
+    """B-Spar against the AIGC-style arm and the per-seed best competitor; reward-truth alignment."""
+    arms = [a for a in [*comp, "bspar", "sparse"] if a in set(per_image["arm"])]
+    rate = {a: np.array([smoothed_rate(per_image[(per_image["arm"] == a) & (per_image["seed"] == sd)]["success"]
+                                       .to_numpy()) for sd in seeds]) for a in arms}
+    for arm in ("bspar", "sparse"):
+        if arm in rate:
+            mf.add(f"success_rel_gain.{arm}_vs_aigc", rate[arm] / rate["aigc"] - 1, unit="relative gain in success",
+                   direction="higher",
+                   description=f"(success of {arm} / success of the AIGC-style arm) - 1, {SMOOTHED}")
+    mf.add("success_rel_gain.bspar_vs_best_baseline", rate["bspar"] / np.stack([rate[a] for a in comp]).max(0) - 1,
+           unit="relative gain in success", direction="higher",
+           description=f"(success of bspar / best competitor's success) - 1, {SMOOTHED}")
+    best_edits = np.array([per_seed(comp[b], "edits")[i] for i, b in enumerate(best)])
+    mf.add("edits_ratio.bspar_vs_best_baseline", per_seed("bspar", "edits") / np.maximum(best_edits, 1e-9),
+           unit="ratio of tool calls", direction="lower",
+           description="tool calls per image of bspar / those of the per-seed most successful competitor")
+    al = align.set_index("seed")
+    for key, col, text in (("bspar", "bayes", "B-Spar reward model: corr(change of posterior acceptance"),
+                           ("proxy", "proxy", "dense proxy: corr(no-reference quality gain")):
+        mf.add(f"reward_truth_corr.{key}", [float(al.loc[sd, col]) for sd in seeds], unit="Pearson r",
+               direction="higher", description=f"{text}, true decrease of CIEDE2000 to target) over random edits")
 
 
 def run(job) -> None:

@@ -128,7 +128,8 @@ def train_seed(arm: str, tasks: dict, s: dict, seed: int) -> dict:
             rm.fit(torch.cat(buf_x), torch.cat(buf_y))
         with torch.no_grad():
             ent = float((entropy(logits) * alive).sum() / alive.sum())
-        row = {"iteration": it, "accept_rate": float(bits_np.mean()), "entropy": ent, "edits": float(ro.n_edits().mean())}
+        row = {"iteration": it, "accept_rate": float(bits_np.mean()), "entropy": ent,
+               "edits": float(ro.n_edits().mean())}
         if it % s["eval_every"] == 0 or it == iters - 1:
             gro = rollout(policy, val["source"], val["instr"], H, None)
             d, _ = judge(gro.final, val["target"], s["judge_threshold"], 0.0, None)
