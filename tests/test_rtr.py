@@ -59,6 +59,21 @@ def test_interpolation_and_hold_are_exact_on_lines_and_chunks_pad_with_the_last_
     assert c.shape == (5, 4, 2) and list(c[3, :, 0]) == [3, 4, 4, 4] and list(c[0, :, 0]) == [0, 1, 2, 3]
 
 
+def test_training_chunks_leave_out_the_idle_tail(tmp_path):
+    from icmlrepro.papers.rtr import data
+
+    steps, episodes = data.demo_table("train", 3, 150, 0)
+    episodes.loc[1, "success"] = False  # a planted failed demonstration is dropped
+    steps.to_parquet(tmp_path / "s.parquet")
+    episodes.to_parquet(tmp_path / "e.parquet")
+    o, c = data.task_chunks(tmp_path / "s.parquet", tmp_path / "e.parquet", "train", 48, margin=10)
+    done = episodes.loc[[0, 2], "done_tick"].to_numpy()
+    assert len(o) == int((done + 10).sum()) and c.shape[1:] == (48, 2)
+    # the first chunk is the first demonstration's first 48 actions
+    first = steps[(steps["episode"] == 0)].sort_values("t")[data.ACT_COLS].to_numpy()[:48]
+    assert np.allclose(c[0], first)
+
+
 def test_pause_mask_counts_still_ticks_only_while_unfinished():
     tip = np.array([[0, 0], [0.001, 0], [0.001, 0], [0.002, 0], [0.002, 0]], float)  # speeds 0.06, 0, 0.06, 0
     assert C.pause_mask(tip, -1, FPS, 0.01).tolist() == [False, True, False, True]

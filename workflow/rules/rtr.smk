@@ -35,7 +35,7 @@ rule rtr_vae:
     params:
         stage="rtr.vae",
         spec=paths_spec,
-        settings=settings_of("rtr", "seeds", "horizon", "block", "downsample", "ablation_downsample", "latent_channels",
+        settings=settings_of("rtr", "seeds", "idle_margin", "horizon", "block", "downsample", "ablation_downsample", "latent_channels",
                              "vae_hidden", "vae_steps", "vae_batch", "vae_lr", "beta"),
     log:
         "results/{scale}/rtr/logs/rtr_vae.log",
@@ -61,7 +61,7 @@ rule rtr_train:
     params:
         stage="rtr.train",
         spec=paths_spec,
-        settings=settings_of("rtr", "horizon", "block", "downsample", "latent_channels", "vae_hidden",
+        settings=settings_of("rtr", "idle_margin", "horizon", "block", "downsample", "latent_channels", "vae_hidden",
                              "hidden", "layers", "steps", "batch", "lr", "train_timesteps"),
     log:
         "results/{scale}/rtr/logs/rtr_train/{policy}-seed{seed}.log",

@@ -15,6 +15,7 @@ from icmlrepro.core.io import read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed
 
 from . import sim
+from .chunks import chunks
 
 ACT_COLS = ["act_x", "act_y"]
 
@@ -43,8 +44,18 @@ def arrays(steps: pd.DataFrame, episodes: pd.DataFrame, split: str) -> tuple[np.
     return (st[list(sim.OBS_NAMES)].to_numpy().reshape(n, t, -1), st[ACT_COLS].to_numpy().reshape(n, t, -1))
 
 
-def load(path_steps, path_episodes, split: str) -> tuple[np.ndarray, np.ndarray]:
-    return arrays(read_parquet(path_steps), read_parquet(path_episodes), split)
+def task_chunks(path_steps, path_episodes, split: str, horizon: int, stride: int = 1,
+                margin: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(observation, next ``horizon`` actions) pairs of the split's successful demonstrations, starting every
+    ``stride`` ticks up to ``margin`` ticks after the puck reached the goal: the idle tail of a recording
+    (the expert resting) is left out, so that standing still is not what the policies mostly learn."""
+    steps, episodes = read_parquet(path_steps), read_parquet(path_episodes)
+    obs, act = arrays(steps, episodes, split)
+    done = episodes.loc[(episodes["split"] == split) & episodes["success"], "done_tick"].to_numpy()
+    o, c = chunks(obs, act, horizon, stride)
+    starts = np.arange(0, obs.shape[1], stride)
+    keep = (starts[None, :] < (done + margin)[:, None]).ravel()  # episode-major, as chunks() orders them
+    return o[keep], c[keep]
 
 
 def run(job) -> None:

@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.io import write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from . import data as rtr_data
 from . import sim
-from .chunks import (acc_jerk, active_ticks, boundary_gap, boundary_jerk, chunks, hold_60, interp_60,
+from .chunks import (acc_jerk, active_ticks, boundary_gap, boundary_jerk, hold_60, interp_60,
                      pause_mask, summary, to_low_rate)
 from .execute import Schedule, expert_rollout, rollout
 from .model import Denoiser
@@ -107,13 +107,7 @@ class Loaded:
 
 def heldout_chunks(job, s: dict) -> tuple[np.ndarray, np.ndarray]:
     """Held-out (observation, expert chunk) pairs, every ``offline_stride`` ticks while the task is unfinished."""
-    steps, episodes = read_parquet(job.input.steps), read_parquet(job.input.episodes)
-    obs, act = rtr_data.arrays(steps, episodes, "test")
-    done = episodes.loc[(episodes["split"] == "test") & episodes["success"], "done_tick"].to_numpy()
-    o, c = chunks(obs, act, s["horizon"], s["offline_stride"])
-    starts = np.arange(0, obs.shape[1], s["offline_stride"])
-    keep = (starts[None, :] < done[:, None]).ravel()  # episode-major, as chunks() orders them
-    return o[keep], c[keep]
+    return rtr_data.task_chunks(job.input.steps, job.input.episodes, "test", s["horizon"], s["offline_stride"])
 
 
 def smooth_row(pred: np.ndarray, ref: np.ndarray, fps: int) -> dict:

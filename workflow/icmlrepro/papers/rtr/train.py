@@ -1,6 +1,7 @@
 """Train one diffusion policy (``action60``, ``action15`` or ``latent``) for one seed.
 
-All three get the same training chunks (every tick of every successful training demonstration), the same
+All three get the same training chunks (every tick of every successful training demonstration until
+``idle_margin`` ticks after the puck reached the goal), the same
 denoiser size, schedule, optimiser, batch and number of updates; no arm is tuned. The latent policy
 diffuses in the seed's own block VAE latent space (main downsampling factor), standardised per dimension.
 """
@@ -15,7 +16,6 @@ import torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from . import data as rtr_data
-from .chunks import chunks
 from .policy import Codec, Normalizer, features, reference, train_denoiser
 from .vae import new_vae
 
@@ -35,8 +35,7 @@ def codec_for(kind: str, vae, act_norm: Normalizer, z_norm: Normalizer | None = 
 
 def run(job) -> None:
     s, kind, seed = job.params, job.wildcards.policy, int(job.wildcards.seed)
-    obs, act = rtr_data.load(job.input.steps, job.input.episodes, "train")
-    o, c = chunks(obs, act, s["horizon"])
+    o, c = rtr_data.task_chunks(job.input.steps, job.input.episodes, "train", s["horizon"], margin=s["idle_margin"])
     vae, act_norm, obs_norm = load_vae(job.input.vae, s, seed)
     codec = codec_for(kind, vae, act_norm)
     z_norm = None

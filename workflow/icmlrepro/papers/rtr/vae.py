@@ -16,7 +16,6 @@ import torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from . import data as rtr_data
-from .chunks import chunks
 from .model import BlockVAE, vae_loss
 from .policy import Normalizer, features, reference
 
@@ -46,8 +45,7 @@ def train_vae(x: np.ndarray, s: dict, downsample: int, seed: int) -> tuple[Block
 
 def run(job) -> None:
     s = job.params
-    obs, act = rtr_data.load(job.input.steps, job.input.episodes, "train")
-    o, c = chunks(obs, act, s["horizon"])
+    o, c = rtr_data.task_chunks(job.input.steps, job.input.episodes, "train", s["horizon"], margin=s["idle_margin"])
     rel = c - reference(o)[:, None]
     act_norm, obs_norm = Normalizer.fit(rel), Normalizer.fit(features(o))
     x = act_norm(rel).astype(np.float32)
