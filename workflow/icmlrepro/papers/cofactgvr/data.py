@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from icmlrepro.core.io import atomic_path, write_json
+from icmlrepro.core.io import read_npz, write_json, write_npz
 from icmlrepro.core.seeding import derive_seed
 
 ATTRS = ("colour", "shape", "pattern")
@@ -80,14 +80,8 @@ def make_split(n: int, s: dict, split: str, seed: int) -> dict[str, np.ndarray]:
             "cells": cells, "attrs": attrs, "tint": tint}
 
 
-def save_split(path, arrays: dict[str, np.ndarray]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez_compressed(f, **arrays)
-
-
 def load_split(path) -> dict[str, np.ndarray]:
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+    return read_npz(path)
 
 
 def run(job) -> None:
@@ -95,7 +89,7 @@ def run(job) -> None:
     summary = {}
     for split in SPLITS:
         arrays = make_split(s["n_train"] if split == "train" else s["n_test"], s, split, s["data_seed"])
-        save_split(job.output[split], arrays)
+        write_npz(job.output[split], arrays)
         summary[split] = {"n": len(arrays["answer"]), "cue_share": float(arrays["cue"].mean()),
                           "shortcut_accuracy": float((arrays["tint"] == arrays["answer"]).mean())}
     write_json(job.output.summary, summary)

@@ -18,12 +18,12 @@ import torch
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
+from .arms import START
 from .data import SPLITS, TASKS, load_split
 from .model import GVRPolicy, mask_cells
 from .train import new_policy, tensors
 
 TEST_SPLITS = SPLITS[1:]
-START = "start"
 
 
 @torch.no_grad()

@@ -8,11 +8,8 @@ import pandas as pd
 from icmlrepro.core.figures import new_grid, save
 from icmlrepro.core.io import read_parquet
 
-from .data import ATTRS, TASKS, load_split
-from .evaluate import START
-
-LABELS = {START: "start (before RL)", "grpo": "GRPO", "grpo_cf": "+ CF bonus", "grpo_qpas": "+ Q-PAS",
-          "cofactgvr": "CofactGVR (both)", "grpo_cfrand": "CF bonus, random region (control)"}
+from .arms import LABELS, START
+from .data import TASKS, load_split
 PANELS = (("acc", "test_id", "accuracy, test_id (cue as in training)"),
           ("acc", "test_broken", "accuracy, test_broken (cue misleads)"),
           ("iou", "test_id", "evidence IoU, test_id"),
@@ -108,5 +105,3 @@ def run(job) -> None:
     plot_examples(read_parquet(job.input.predictions), load_split(job.input.test_broken), s["arms"], s["grid"],
                   job.output.examples)
 
-
-__all__ = ["ATTRS", "plot_arms", "plot_curves", "plot_examples"]

@@ -32,17 +32,9 @@ from icmlrepro.core.io import atomic_path, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.rl import grpo
 
+from .arms import ARMS
 from .data import TASKS, feature_dim, load_split, question_dim
 from .model import GVRPolicy, log_probs, mask_cells
-
-ARMS = {  # arm: (counterfactual region: None / "predicted" / "random", Q-PAS)
-    "grpo": (None, False),
-    "grpo_cf": ("predicted", False),
-    "grpo_qpas": (None, True),
-    "cofactgvr": ("predicted", True),
-    "grpo_cfrand": ("random", False),
-}
-
 
 def new_policy(s: dict, seed: int) -> GVRPolicy:
     """The seed's initial policy (identical in every arm; also the frozen KL reference)."""
