@@ -21,7 +21,7 @@ SIGNS = (-1, -1, 1, 1)
 SIZES = (1, 0, 0, 1)  # index into STEPS: -big, -small, +small, +big
 STOP = 0
 N_ACTIONS = 1 + 4 * len(TOOLS)
-JND = 1.0  # mean CIEDE2000 below which an edit counts as perceptually negligible (design choice)
+JND = 2.0  # mean CIEDE2000 below which an edit counts as perceptually negligible (= the default judge threshold)
 
 
 def action_table() -> list[tuple[str, float]]:
@@ -137,10 +137,12 @@ def ssim(x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
 
 
 def proxy_quality(x: torch.Tensor) -> torch.Tensor:
-    """No-reference quality score (higher = 'better'): log sharpness + colourfulness + RMS contrast.
+    """No-reference quality score (higher = 'better'): log sharpness + colourfulness + RMS contrast, minus a
+    penalty on clipped pixels (values within 0.01 of 0 or 1), as no-reference scores penalise blown highlights.
 
-    The kind of score whose increments the abstract calls dense proxy rewards: every sharpening or saturation
-    step raises it, however small the step is perceptually, so its per-edit gain over-values negligible edits.
+    The kind of score whose increments the abstract calls dense proxy rewards: big edits clip and lose score,
+    while every small sharpening, contrast or local shadow step still gains a little, however small the step is
+    perceptually, so its per-edit gain over-values small, perceptually negligible edits.
     """
     import kornia.filters
 
@@ -150,4 +152,5 @@ def proxy_quality(x: torch.Tensor) -> torch.Tensor:
     yb = 0.5 * (x[:, 0] + x[:, 1]) - x[:, 2]
     colourful = (torch.sqrt(rg.flatten(1).var(1) + yb.flatten(1).var(1))
                  + 0.3 * torch.sqrt(rg.flatten(1).mean(1) ** 2 + yb.flatten(1).mean(1) ** 2))  # Hasler-Suesstrunk
-    return sharp + 4 * colourful + 2 * gray.flatten(1).std(1)
+    clipped = ((x <= 0.01) | (x >= 0.99)).float().flatten(1).mean(1)
+    return sharp + 4 * colourful + 2 * gray.flatten(1).std(1) - 20 * clipped
