@@ -5,7 +5,7 @@
 - ``ground_truth_matched``: ground truth of exactly the problems ``self`` covers (its off-policy twin);
 - ``hinted``: Hinted Decoding with beta > 0; ``hinted_beta0``: the hinted stream alone (beta = 0);
 - preference pairs: ground truth (chosen) vs the model's own first wrong sample (rejected).
-Generation is timed (wall seconds), since it is part of each pipeline's cost. Every corpus row carries
+Generation is timed (``cost_clock``), since it is part of each pipeline's cost. Every corpus row carries
 its sequence phi under the base model (``ddt.sequence_phi``).
 """
 
@@ -25,6 +25,15 @@ from .ddt import sequence_phi
 from .hinted import hinted_generate
 from .styles import hint_prompt, solution
 
+
+
+def cost_clock(device) -> float:
+    """The cost clock: CPU seconds of this (single-threaded) process on CPU, where wall time on a shared
+    machine would measure the neighbours; synchronised wall seconds on CUDA, where the work is the GPU's."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+    return time.process_time()
 
 
 def encode(tokenizer, prompt: str, completion: str) -> tuple[list[int], int]:
@@ -75,9 +84,9 @@ def build(model, tokenizer, tasks: list[Task], styled: list[Task], s: dict, seed
     for i, (t, st) in enumerate(zip(tasks, styled)):
         rows.append({"corpus": "ground_truth", "problem": i, "prompt": t.prompt, "completion": solution(st),
                      "correct": True, "lam": float("nan")})
-    t0 = time.perf_counter()
+    t0 = cost_clock(model.device)
     samples = sample(model, tokenizer, tasks, s["samples_per_problem"], s, seed)
-    seconds["sampling"] = time.perf_counter() - t0
+    seconds["sampling"] = cost_clock(model.device) - t0
     pairs = []
     for i, (t, st, outs) in enumerate(zip(tasks, styled, samples)):
         good = [o for o in outs if check(t, o)]
@@ -90,9 +99,9 @@ def build(model, tokenizer, tasks: list[Task], styled: list[Task], s: dict, seed
         if bad:
             pairs.append({"problem": i, "prompt": t.prompt, "chosen": solution(st), "rejected": bad[0]})
     for name, beta in (("hinted", s["hint_beta"]), ("hinted_beta0", 0.0)):
-        t0 = time.perf_counter()
+        t0 = cost_clock(model.device)
         texts, lams = hinted(model, tokenizer, tasks, styled, beta, s, seed)
-        seconds[name] = time.perf_counter() - t0
+        seconds[name] = cost_clock(model.device) - t0
         rows += [{"corpus": name, "problem": i, "prompt": t.prompt, "completion": x, "correct": bool(check(t, x)),
                   "lam": lam} for i, (t, x, lam) in enumerate(zip(tasks, texts, lams))]
     table = pd.DataFrame(rows)

@@ -1,7 +1,8 @@
 """Stage ``onpolicy_sft.evaluate``: accuracies, corpus phi, the phi -> generalization link and costs
 into metrics.json (one value per seed), plus a per-arm table for the figures.
 
-Costs are wall seconds of the pipeline each arm needs on the same machine: generation of its corpus
+Costs are CPU seconds (single-threaded jobs, so CPU time is the compute; wall time on a shared machine
+would measure the neighbours) of the pipeline each arm needs: generation of its corpus
 (sampling for ``self`` and the preference pairs, two-stream decoding for the hinted corpora) plus its
 fine-tuning at the chosen learning rate. "Ours" is IDFT on the hinted corpus (``hint_idft``).
 """
@@ -98,8 +99,8 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
     if head.startswith("spearman"):
         return "rank correlation", "higher", False, "Spearman over corpora of -|phi| vs out-of-domain accuracy after SFT on it"
     if head == "seconds" or key.startswith("train_time_ratio"):
-        unit = "s" if head == "seconds" else "ratio"
-        return unit, "lower", True, "wall time: corpus generation + fine-tuning at the chosen learning rate"
+        unit = "CPU s" if head == "seconds" else "ratio"
+        return unit, "lower", True, "CPU time: corpus generation + fine-tuning at the chosen learning rate"
     if head == "chosen_lr":
         return "learning rate", "none", False, "learning rate picked on in-domain validation accuracy"
     return "", "none", False, ""

@@ -64,7 +64,7 @@ def plot_cost(t: pd.DataFrame, arms, path) -> None:
         ax.scatter(np.full(len(v), i), v, s=10, color="k")
     ax.set_xticks(range(len(arms)), [LABELS[a].replace(" (ours)", "\n(ours)") for a in arms], rotation=60,
                   fontsize=6, ha="right")
-    ax.set(ylabel="wall seconds (generation + fine-tuning)", title="cost per arm (red: offline RL)")
+    ax.set(ylabel="CPU s (generation + fine-tuning)", title="cost per arm (red: offline RL)")
     save(fig, path)
 
 
