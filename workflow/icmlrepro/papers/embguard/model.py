@@ -57,8 +57,17 @@ class Guard(nn.Module):
 
 
 def guard_loss(out: dict, risk: torch.Tensor, rtype: torch.Tensor, hazard: torch.Tensor) -> torch.Tensor:
-    """Sum of the three cross-entropies (safe pairs have type and hazard ``none``, class 0)."""
-    return F.cross_entropy(out["risk"], risk) + F.cross_entropy(out["type"], rtype) + F.cross_entropy(out["hazard"], hazard)
+    """Cross-entropy of potential_risk on every pair, plus those of risk_type and hazard on the unsafe pairs only.
+
+    Type and hazard say *which* risk, given that there is one (``decode`` reads them only when the risk head says
+    unsafe). Training them to say ``none`` on safe pairs would ask the grounded heads, which see only the attended
+    cells, to answer ``none`` and ``stove`` for the very same attended stove (a causal pair and its safe twin).
+    """
+    loss = F.cross_entropy(out["risk"], risk)
+    unsafe = risk == 1
+    if unsafe.any():
+        loss = loss + F.cross_entropy(out["type"][unsafe], rtype[unsafe]) + F.cross_entropy(out["hazard"][unsafe], hazard[unsafe])
+    return loss
 
 
 def decode(out: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
