@@ -165,7 +165,7 @@ def test_event2vec_learns_direction_from_order_and_the_shuffled_time_control_can
         streams.append(events_from_video(video, rng, **SIM)[0])
         labels.append(label)
     labels = np.array(labels)
-    s = {**S, "steps": 120, "batch": 16, "train_events_min": 48, "max_events": 64, "train_res_factors": [1]}
+    s = {**S, "steps": 120, "batch": 16, "event_budgets": [48], "max_events": 64, "res_factors": [1]}
     acc = {}
     for arm in ("event2vec", "event2vec_shuffled_t"):
         model, _ = train_model(arm, streams[:48], labels[:48], s, seed=0, lr=3e-3)

@@ -40,7 +40,7 @@ rule event2vec_train:
         stage="event2vec.train",
         spec=paths_spec,
         settings=settings_of("event2vec", "seeds", "sensor", "d", "layers", "heads", "time_bins", "cnn_width", "point_width",
-                             "steps", "batch", "lr_grid", "train_events_min", "max_events", "train_res_factors"),
+                             "steps", "batch", "lr_grid", "event_budgets", "max_events", "res_factors"),
     log:
         "results/{scale}/event2vec/logs/event2vec_train/{arm}.log",
     benchmark:
