@@ -84,7 +84,7 @@ def plot_offline(off: pd.DataFrame, path) -> None:
     st = abl.groupby("factor")[["deviation", "jerk_mean"]].mean()
     axes[1].plot(st.index, st["deviation"], marker="o", label="reconstruction MAE (m)")
     axes[1].scatter(abl["factor"], abl["deviation"], s=6, color="k")
-    axes[1].set(xscale="log", xlabel="VAE downsampling factor (latent steps per 12-step block = 12 / factor)",
+    axes[1].set(xscale="log", xlabel="VAE downsampling factor (12 / factor latent steps per block)",
                 ylabel="MAE of the autoencoded expert chunk (m)", title="downsampling ablation")
     axes[1].set_xticks(list(st.index), [str(v) for v in st.index])
     save(fig, path)
