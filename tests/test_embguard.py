@@ -118,6 +118,20 @@ def test_scores_on_a_hand_computed_case():
     assert np.isnan(sc.loc["absent_benign", "hazard_acc"])           # no risky pair there: undefined, not 0
 
 
+def test_perfect_predictions_score_perfectly_after_the_join(built):
+    # a causal pair and its safe twin share one image: a join on the image alone gave each prediction both
+    # labels (caught here: accuracy 0.5 on those splits and an undefined pair accuracy)
+    pairs, _ = built
+    te = pairs[pairs["part"] == "test"].reset_index(drop=True)
+    pred = te[["image", "base", "split", "action_id"]].assign(
+        pred_unsafe=te["unsafe"], pred_type=te["risk_type"], pred_hazard=te["hazard"], arm="a", seed=0)
+    joined = evaluate.join_labels(pred, te[["image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]])
+    assert len(joined) == len(te)
+    sc = evaluate.score(joined).set_index("group")
+    assert (sc["risk_acc"] == 1.0).all()
+    assert sc.loc["risky", "hazard_acc"] == 1.0 and sc.loc["benign", "flag_rate"] == 0.0
+
+
 def test_decode_never_contradicts_itself_and_the_explanation_uses_the_fields():
     out = {"risk": torch.tensor([[2.0, 0.0], [0.0, 2.0]]),
            "type": torch.tensor([[9.0, 0.0, 1.0, 0, 0, 0, 0, 0]] * 2),

@@ -56,13 +56,23 @@ def explain(action: str, unsafe: bool, risk_type: str, hazard: str) -> str:
             f"risk of {e.mechanism}.")
 
 
+def join_labels(pred: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """A trained arm's predictions with their pairs' labels (one row per prediction, checked)."""
+    out = pred.drop(columns=["base", "action_id"]).merge(labels, on=["image", "split"], how="left", validate="many_to_one")
+    if len(out) != len(pred) or out["unsafe"].isna().any():
+        raise ValueError("embguard: predictions do not match the test pairs one to one")
+    return out
+
+
 def all_predictions(job, s: dict, test: pd.DataFrame) -> pd.DataFrame:
-    """Predictions of every arm and seed joined to the test labels."""
+    """Predictions of every arm and seed joined to the test labels.
+
+    A test pair is (image, split): a causal pair and its action-augmented twin share one image, so joining on
+    the image alone would give each prediction both labels."""
     keep = ["image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]
     frames = []
     for arm in s["arms"]:
-        p = read_parquet(job.input[arm])
-        frames.append(p.drop(columns=["base", "split", "action_id"]).merge(test[keep], on="image", how="left"))
+        frames.append(join_labels(read_parquet(job.input[arm]), test[keep]))
     for seed in s["seeds"]:
         base = test[keep].reset_index(drop=True)
         frames.append(pd.concat([base, salience_predict(base["active"])], axis=1).assign(arm="salience", seed=seed))
