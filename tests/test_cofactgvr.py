@@ -13,7 +13,7 @@ import torch
 from icmlrepro.papers.cofactgvr import data, evaluate, model, train
 
 S = {"grid": 4, "n_objects": 4, "n_values": 4, "cue_rate": 0.7, "noise": 0.1}
-TRAIN_S = {**S, "hidden": 16, "lr": 0.003, "n_sft": 50, "sft_steps": 3, "iterations": 3, "prompts": 4, "group_size": 4,
+TRAIN_S = {**S, "hidden": 16, "sft_lr": 0.003, "lr_grid": [0.001, 0.003, 0.01], "n_sft": 50, "sft_steps": 3, "iterations": 3, "prompts": 4, "group_size": 4,
            "epochs": 1, "minibatches": 2, "clip_eps": 0.2, "beta": 0.04, "format_weight": 0.1, "cf_lambda": 1.0,
            "qpas_quantile": 0.5}
 
@@ -43,10 +43,12 @@ def test_every_scene_has_one_target_whose_cell_shows_the_answer(splits):
 def test_the_shortcut_is_planted_in_training_and_broken_in_test_broken(splits):
     hit = {sp: float((d["tint"] == d["answer"]).mean()) for sp, d in splits.items()}
     expect = S["cue_rate"] + (1 - S["cue_rate"]) / S["n_values"]
-    assert hit["train"] == pytest.approx(expect, abs=0.03) and hit["test_id"] == pytest.approx(expect, abs=0.03)
+    for sp in ("train", "val", "test_id"):  # val (picks learning rates) follows the training law
+        assert hit[sp] == pytest.approx(expect, abs=0.03)
     assert hit["test_broken"] == 0.0
     # splits are different scenes (fresh draws), not copies
     assert not np.allclose(splits["train"]["x"][:50], splits["test_id"]["x"][:50])
+    assert not np.allclose(splits["train"]["x"][:50], splits["val"]["x"][:50])
 
 
 def test_no_question_carries_its_answer(splits):
@@ -128,18 +130,47 @@ def test_every_arm_of_a_seed_starts_from_the_same_warm_start_and_references_it(s
     s = {**TRAIN_S}
     starts = {}
     for arm in ("grpo", "cofactgvr"):
-        pol, log, start = train.train(arm, splits["train"], s, seed=3)
+        pol, log, start = train.train(arm, splits["train"], s, seed=3, lr=0.003)
         starts[arm] = start
         assert len(log) == s["iterations"] and set(log["steps"]) <= {0, 2}
     for k in starts["grpo"]:
         assert torch.equal(starts["grpo"][k], starts["cofactgvr"][k])
     # the same arm and seed retrained gives the same weights and log (byte-identical metrics)
-    a, log_a, _ = train.train("cofactgvr", splits["train"], s, seed=3)
-    b, log_b, _ = train.train("cofactgvr", splits["train"], s, seed=3)
+    a, log_a, _ = train.train("cofactgvr", splits["train"], s, seed=3, lr=0.003)
+    b, log_b, _ = train.train("cofactgvr", splits["train"], s, seed=3, lr=0.003)
     assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
     pd.testing.assert_frame_equal(log_a, log_b)
     other = train.warm_start(splits["train"], s, seed=4).state_dict()
     assert any(not torch.equal(other[k], starts["grpo"][k]) for k in other)
+
+
+def test_tuning_uses_the_same_grid_picks_the_best_val_rate_and_flags_grid_edges(splits, monkeypatch):
+    """The lr pick on a planted val score: the best rate wins, ties go to the smaller rate, edges are flagged;
+    the run kept for the first seed is the one trained at the picked rate."""
+    s = {**TRAIN_S, "iterations": 2}
+    planted = {0.001: 0.4, 0.003: 0.6, 0.01: 0.6}
+    monkeypatch.setattr(train, "val_accuracy", lambda policy, split: planted[policy.lr])
+
+    def fake_timed(arm, train_split, s_, seed, lr):
+        pol = train.new_policy(s_, seed)
+        pol.lr = lr
+        return {"policy": pol, "log": pd.DataFrame(), "start": {}, "train_seconds": 0.0}
+
+    monkeypatch.setattr(train, "timed_train", fake_timed)
+    run, rec = train.tune("grpo", splits["train"], splits["val"], s, seed=0)
+    assert [r["lr"] for r in rec["grid"]] == [0.001, 0.003, 0.01] and rec["chosen_lr"] == 0.003
+    assert run["policy"].lr == 0.003 and not rec["at_grid_edge"]
+    planted[0.01] = 0.7
+    _, rec = train.tune("grpo", splits["train"], splits["val"], s, seed=0)
+    assert rec["chosen_lr"] == 0.01 and rec["at_grid_edge"]
+    # the val score is greedy answer accuracy (a policy always answering 0 scores the share of 0 answers)
+    monkeypatch.undo()
+    pol = train.new_policy(s, 0)
+    for p in pol.answer.parameters():
+        torch.nn.init.zeros_(p)
+    with torch.no_grad():
+        pol.answer[-1].bias[0] = 1.0
+    assert train.val_accuracy(pol, splits["val"]) == pytest.approx(float((splits["val"]["answer"] == 0).mean()))
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
@@ -153,3 +184,6 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     assert metrics.get("acc.cue_only.test_broken").values == [0.0] * len(metrics.replicates)
     assert metrics.get("updates_kept_fraction.grpo").values == [1.0] * len(metrics.replicates)
     assert max(metrics.get("updates_kept_fraction.cofactgvr").values) < 1.0
+    for arm in ("grpo", "cofactgvr", "grpo_cfrand"):  # every arm tuned on the same grid
+        assert metrics.get(f"lr.{arm}").values[0] in (0.001, 0.003, 0.01)
+        assert set(metrics.get(f"lr_at_grid_edge.{arm}").values) <= {0.0, 1.0}

@@ -1,11 +1,13 @@
 # CofactGVR: counterfactual evidence rewards + Q-PAS for grounded VQA (resources/claims/cofactgvr.yaml).
-# cofactgvr_data -> cofactgvr_train (one job per arm, all seeds inside) -> cofactgvr_eval -> cofactgvr_figures
+# cofactgvr_data -> cofactgvr_train (one job per arm: the lr grid on the first seed, then all seeds, inside)
+#   -> cofactgvr_eval -> cofactgvr_figures
 from icmlrepro.papers.cofactgvr.workflow_inputs import cofactgvr_train_files
 
 
 rule cofactgvr_data:
     output:
         train="results/{scale}/cofactgvr/data/train.npz",
+        val="results/{scale}/cofactgvr/data/val.npz",
         test_id="results/{scale}/cofactgvr/data/test_id.npz",
         test_broken="results/{scale}/cofactgvr/data/test_broken.npz",
         summary="results/{scale}/cofactgvr/data/summary.json",
@@ -13,7 +15,7 @@ rule cofactgvr_data:
         stage="cofactgvr.data",
         spec=paths_spec,
         settings=settings_of("cofactgvr", "data_seed", "grid", "n_objects", "n_values", "cue_rate", "noise",
-                             "n_train", "n_test"),
+                             "n_train", "n_val", "n_test"),
     log:
         "results/{scale}/cofactgvr/logs/cofactgvr_data.log",
     benchmark:
@@ -31,13 +33,15 @@ rule cofactgvr_data:
 rule cofactgvr_train:
     input:
         train=rules.cofactgvr_data.output.train,
+        val=rules.cofactgvr_data.output.val,
     output:
         model="results/{scale}/cofactgvr/train/{arm}/policies.pt",
         log="results/{scale}/cofactgvr/train/{arm}/log.parquet",
+        tuning="results/{scale}/cofactgvr/train/{arm}/tuning.json",
     params:
         stage="cofactgvr.train",
         spec=paths_spec,
-        settings=settings_of("cofactgvr", "seeds", "n_values", "hidden", "lr", "n_sft", "sft_steps", "iterations",
+        settings=settings_of("cofactgvr", "seeds", "n_values", "hidden", "sft_lr", "lr_grid", "n_sft", "sft_steps", "iterations",
                              "prompts", "group_size", "epochs", "minibatches", "clip_eps", "beta", "format_weight",
                              "cf_lambda", "qpas_quantile"),
     log:

@@ -10,9 +10,10 @@ target's value of the asked attribute. The question never carries the answer.
 
 The shortcut: in training scenes, with probability ``cue_rate``, the background tint equals the answer's
 value index, so the global context gives the answer without looking at the target (a background/answer
-correlation, spread over every empty cell, which masking one cell does not remove). Splits: ``train``
-and ``test_id`` follow that law (fresh scenes; otherwise the tint is uniform); ``test_broken`` breaks the
-cue: the tint is never the answer, so the shortcut answers wrongly.
+correlation, spread over every empty cell, which masking one cell does not remove). Splits: ``train``,
+``val`` and ``test_id`` follow that law (fresh scenes; otherwise the tint is uniform); ``test_broken`` breaks
+the cue: the tint is never the answer, so the shortcut answers wrongly. ``val`` (drawn like ``train``, its
+own seed stream) only picks each arm's learning rate; the test splits are never used for a choice.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ TASKS = {  # task: (identifying attribute, asked attribute)
     "shape_of_colour": ("colour", "shape"),
     "pattern_of_shape": ("shape", "pattern"),
 }
-SPLITS = ("train", "test_id", "test_broken")
+SPLITS = ("train", "val", "test_id", "test_broken")
+SIZE_KEY = {"train": "n_train", "val": "n_val", "test_id": "n_test", "test_broken": "n_test"}
 
 
 def feature_dim(n_values: int) -> int:
@@ -88,7 +90,7 @@ def run(job) -> None:
     s = job.params
     summary = {}
     for split in SPLITS:
-        arrays = make_split(s["n_train"] if split == "train" else s["n_test"], s, split, s["data_seed"])
+        arrays = make_split(s[SIZE_KEY[split]], s, split, s["data_seed"])
         write_npz(job.output[split], arrays)
         summary[split] = {"n": len(arrays["answer"]), "cue_share": float(arrays["cue"].mean()),
                           "shortcut_accuracy": float((arrays["tint"] == arrays["answer"]).mean())}

@@ -15,23 +15,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.io import read_json, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from .arms import START
-from .data import SPLITS, TASKS, load_split
-from .model import GVRPolicy, mask_cells
+from .data import TASKS, load_split
+from .model import GVRPolicy, greedy_act, mask_cells
 from .train import new_policy, tensors
 
-TEST_SPLITS = SPLITS[1:]
+TEST_SPLITS = ("test_id", "test_broken")  # never "val": it only picks learning rates
 
 
 @torch.no_grad()
 def greedy(policy: GVRPolicy, split: dict) -> pd.DataFrame:
     """One row per test item: predicted evidence and answer, factual and with the evidence masked."""
     x, q, y, t = tensors(split)
-    e = policy.evidence_logits(x, q).argmax(-1)
-    a = policy.answer_logits(x, q, e).argmax(-1)
+    e, a = greedy_act(policy, x, q)
     a_masked = policy.answer_logits(mask_cells(x, e), q, e).argmax(-1)
     return pd.DataFrame({"item": np.arange(len(y)), "task": np.asarray(list(TASKS))[split["task"]],
                          "evidence": e.numpy(), "answer": a.numpy(), "answer_masked": a_masked.numpy(),
@@ -76,7 +75,7 @@ def late_std(log: pd.DataFrame, col: str = "train_acc") -> float:
     return float(log.loc[log["iteration"] >= n - max(n // 4, 2), col].std(ddof=1))
 
 
-def build_metrics(scores: pd.DataFrame, logs: pd.DataFrame, splits: dict, s: dict) -> MetricsFile:
+def build_metrics(scores: pd.DataFrame, logs: pd.DataFrame, splits: dict, s: dict, tuning: dict) -> MetricsFile:
     seeds = list(s["seeds"])
     mf = MetricsFile("cofactgvr", s["scale"], replicate="seed", replicates=seeds)
     v = scores.set_index(["arm", "split", "score", "seed"])["value"].sort_index()
@@ -108,6 +107,15 @@ def build_metrics(scores: pd.DataFrame, logs: pd.DataFrame, splits: dict, s: dic
                                               f"of the iterations (training stability)")
         mf.add(f"updates_kept_fraction.{arm}", [float(lg.loc[lg["seed"] == sd, "kept_fraction"].mean()) for sd in seeds],
                unit="share", direction="none", description=f"arm {arm}: share of rollouts kept for updates (Q-PAS filter; 1 without)")
+        tu = tuning[arm]
+        mf.add(f"lr.{arm}", [float(tu["chosen_lr"])] * len(seeds), unit="learning rate", direction="none",
+               description=f"arm {arm}: GRPO learning rate picked from {sorted(s['lr_grid'])} by greedy answer accuracy "
+                           f"on the val split (training law) of seed {tu['seed']}; used for every seed")
+        mf.add(f"lr_at_grid_edge.{arm}", [float(tu["at_grid_edge"])] * len(seeds), unit="flag", direction="lower",
+               description=f"arm {arm}: 1 if the picked learning rate is the smallest or largest of the grid")
+        mf.add(f"val_acc.{arm}", [max(r["val_acc"] for r in tu["grid"])] * len(seeds), unit="accuracy",
+               direction="higher", description=f"arm {arm}: val accuracy of seed {tu['seed']} at the picked rate "
+                                               f"(the tuning score; not a test number)")
         mf.add(f"train_seconds.{arm}", vals(arm, "train", "train_seconds"), unit="s", direction="lower", timing=True,
                description=f"arm {arm}: wall time of training one seed (equal rollouts and gradient steps in every arm)")
         if arm != "grpo" and "grpo" in s["arms"]:
@@ -136,4 +144,5 @@ def run(job) -> None:
     write_parquet(job.output.scores, scores)
     write_parquet(job.output.curves, logs)
     write_parquet(job.output.predictions, preds[(preds["item"] < s["n_examples"])])
-    build_metrics(scores, logs, splits, s).write(job.output.metrics)
+    tuning = {a: read_json(job.input[f"tuning_{a}"]) for a in s["arms"]}
+    build_metrics(scores, logs, splits, s, tuning).write(job.output.metrics)

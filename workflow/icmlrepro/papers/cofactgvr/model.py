@@ -50,6 +50,13 @@ def mask_cells(x: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@torch.no_grad()
+def greedy_act(policy: GVRPolicy, x: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(evidence, answer) chosen greedily: how every policy is scored (validation and test alike)."""
+    e = policy.evidence_logits(x, q).argmax(-1)
+    return e, policy.answer_logits(x, q, e).argmax(-1)
+
+
 def log_probs(policy: GVRPolicy, x, q, e, a) -> torch.Tensor:
     """Per-token log-probabilities (batch, 2) of the rollout tokens (evidence, answer)."""
     le = torch.log_softmax(policy.evidence_logits(x, q), -1).gather(1, e[:, None])

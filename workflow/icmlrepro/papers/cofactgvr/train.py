@@ -7,6 +7,13 @@ which carry the shortcut like the rest of the training split) gives a policy tha
 either strengthens its grounding or lets it decay into the shortcut. It is recomputed identically in every
 arm's job (same seed stream), which is cheaper than a job of its own.
 
+Tuning (the same for every arm): the GRPO learning rate is picked from ``lr_grid`` (three rates around the
+former fixed one) by greedy answer accuracy on the ``val`` split (fresh scenes from the training law, cue
+included; never a test split) after training the FIRST seed with each rate; ties go to the smaller rate.
+The picked rate then trains every seed (the first seed's run is reused). The warm start's rate ``sft_lr``,
+lambda and the Q-PAS quantile are fixed, not tuned: the warm start is shared by all arms, and lambda and the
+quantile exist only in some arms, so tuning them would give those arms a grid the baseline lacks.
+
 Arms (the cause each one adds):
   ``grpo``         reward = answer correctness + format (a valid evidence cell): the RL baseline;
   ``grpo_cf``      + the counterfactual bonus lambda * (r_fact - r_cf) for high-quality factual rollouts
@@ -28,13 +35,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, write_parquet
+from icmlrepro.core.io import atomic_path, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.rl import grpo
 
 from .arms import ARMS
 from .data import TASKS, feature_dim, load_split, question_dim
-from .model import GVRPolicy, log_probs, mask_cells
+from .model import GVRPolicy, greedy_act, log_probs, mask_cells
 
 def new_policy(s: dict, seed: int) -> GVRPolicy:
     """The seed's initial policy (identical in every arm; also the frozen KL reference)."""
@@ -69,7 +76,7 @@ def warm_start(train_split: dict, s: dict, seed: int) -> GVRPolicy:
     policy = new_policy(s, seed)
     rng = seed_everything(derive_seed(seed, "cofactgvr", "sft"))
     X, Q, Y, T = (v[: s["n_sft"]] for v in tensors(train_split))
-    opt = torch.optim.Adam(policy.parameters(), lr=s["lr"])
+    opt = torch.optim.Adam(policy.parameters(), lr=s["sft_lr"])
     for _ in range(s["sft_steps"]):
         i = torch.as_tensor(rng.choice(len(Y), size=min(s["prompts"] * s["group_size"], len(Y)), replace=False))
         loss = -log_probs(policy, X[i], Q[i], T[i], Y[i]).sum(1).mean()
@@ -79,15 +86,15 @@ def warm_start(train_split: dict, s: dict, seed: int) -> GVRPolicy:
     return policy
 
 
-def train(arm: str, train_split: dict, s: dict, seed: int) -> tuple[GVRPolicy, pd.DataFrame, dict]:
-    """(trained policy, training log, the warm-started state it began from)."""
+def train(arm: str, train_split: dict, s: dict, seed: int, lr: float) -> tuple[GVRPolicy, pd.DataFrame, dict]:
+    """(trained policy, training log, the warm-started state it began from); GRPO's Adam rate ``lr``."""
     region_kind, use_qpas = ARMS[arm]
     policy = warm_start(train_split, s, seed)
     start = {k: v.clone() for k, v in policy.state_dict().items()}
     ref = new_policy(s, seed).requires_grad_(False)
     ref.load_state_dict(start)
     rng = seed_everything(derive_seed(seed, "cofactgvr", "train", arm))
-    opt = torch.optim.Adam(policy.parameters(), lr=s["lr"])
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
     cfg = grpo.GRPOConfig(clip_eps=s["clip_eps"], beta=s["beta"], epochs=s["epochs"], minibatches=s["minibatches"],
                           qpas=use_qpas, qpas_quantile=s["qpas_quantile"])
     X, Q, Y, T = tensors(train_split)
@@ -114,15 +121,41 @@ def train(arm: str, train_split: dict, s: dict, seed: int) -> tuple[GVRPolicy, p
     return policy, pd.DataFrame(rows), start
 
 
+def val_accuracy(policy: GVRPolicy, split: dict) -> float:
+    """Greedy answer accuracy on a split (the tuning score; same decoding as the test evaluation)."""
+    x, q, y, _ = tensors(split)
+    return float((greedy_act(policy, x, q)[1] == y).float().mean())
+
+
+def timed_train(arm: str, train_split: dict, s: dict, seed: int, lr: float) -> dict:
+    t0 = time.perf_counter()
+    policy, log, start = train(arm, train_split, s, seed, lr)
+    return {"policy": policy, "log": log, "start": start, "train_seconds": time.perf_counter() - t0}
+
+
+def tune(arm: str, train_split: dict, val_split: dict, s: dict, seed: int) -> tuple[dict, dict]:
+    """Train ``seed`` with every rate of ``lr_grid``; (the run at the picked rate, the tuning record)."""
+    grid = sorted(s["lr_grid"])
+    runs = {lr: timed_train(arm, train_split, s, seed, lr) for lr in grid}
+    rows = [{"lr": lr, "val_acc": val_accuracy(r["policy"].eval(), val_split), "train_seconds": r["train_seconds"]}
+            for lr, r in runs.items()]
+    best = max(rows, key=lambda r: (r["val_acc"], -r["lr"]))["lr"]  # ties: the smaller rate
+    record = {"arm": arm, "seed": seed, "grid": rows, "chosen_lr": best,
+              "at_grid_edge": len(grid) > 1 and best in (grid[0], grid[-1])}
+    return runs[best], record
+
+
 def run(job) -> None:
     s, arm = job.params, job.wildcards.arm
-    split = load_split(job.input.train)
+    split, val = load_split(job.input.train), load_split(job.input.val)
+    seeds = list(s["seeds"])
+    first, tuning = tune(arm, split, val, s, seeds[0])
     states, logs = {}, []
-    for seed in s["seeds"]:
-        t0 = time.perf_counter()
-        policy, log, start = train(arm, split, s, seed)
-        states[seed] = {"state": policy.state_dict(), "start": start, "train_seconds": time.perf_counter() - t0}
-        logs.append(log.assign(seed=seed, arm=arm))
+    for seed in seeds:
+        r = first if seed == seeds[0] else timed_train(arm, split, s, seed, tuning["chosen_lr"])
+        states[seed] = {"state": r["policy"].state_dict(), "start": r["start"], "train_seconds": r["train_seconds"]}
+        logs.append(r["log"].assign(seed=seed, arm=arm, lr=tuning["chosen_lr"]))
     with atomic_path(job.output.model) as tmp:
-        torch.save({"arm": arm, "seeds": states, "tasks": list(TASKS)}, tmp)
+        torch.save({"arm": arm, "seeds": states, "tasks": list(TASKS), "lr": tuning["chosen_lr"]}, tmp)
     write_parquet(job.output.log, pd.concat(logs, ignore_index=True))
+    write_json(job.output.tuning, tuning)
