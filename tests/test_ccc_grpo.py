@@ -16,10 +16,11 @@ import torch
 from icmlrepro.core import verdicts as V
 from icmlrepro.core.claims import load_claims
 from icmlrepro.core.metrics import MetricsFile
-from icmlrepro.papers.ccc_grpo import data, evaluate, model as M, rewards as R, sft
+from icmlrepro.papers.ccc_grpo import data, evaluate, model as M, rewards as R, sft, tuning
 from icmlrepro.rl import grpo
 
-SMALL = {"y_max": 79, "mode": 20, "scale_left": 5, "scale_right": 10, "n_train": 600, "n_test_per_value": 2,
+SMALL = {"y_max": 79, "mode": 20, "scale_left": 5, "scale_right": 10, "n_train": 600, "n_val_per_value": 1,
+         "n_test_per_value": 2,
          "image_size": 16, "latent_noise": 8.0, "pixel_noise": 0.1, "many_above": 20, "few_below": 4,
          "model": {"hidden": 32, "intermediate": 64, "layers": 1, "heads": 2, "kv_heads": 1, "prefix": 2,
                    "channels": 4}}
@@ -180,10 +181,35 @@ def test_target_law_shot_regions_and_balanced_test(arrays):
 def test_image_size_follows_the_target_and_no_test_image_is_in_training(arrays):
     mass = arrays["train_x"].clip(0, None).sum((1, 2))
     assert np.corrcoef(mass, arrays["train_y"])[0, 1] > 0.7
-    assert data.shared_images(np.concatenate([arrays["train_x"], arrays["balanced_x"]]), arrays["test_x"]) == 0
+    assert data.shared_images(data.seen_images(arrays), arrays["test_x"]) == 0
     planted = arrays["train_x"].copy()
     planted[5] = arrays["test_x"][17]
     assert data.shared_images(planted, arrays["test_x"]) == 1
+    # the validation split is balanced, and a test image planted in it is caught by the audit
+    assert (np.bincount(arrays["val_y"]) == SMALL["n_val_per_value"]).all()
+    leaky = {**arrays, "val_x": np.concatenate([arrays["val_x"], arrays["test_x"][3:4]])}
+    assert data.shared_images(data.seen_images(leaky), arrays["test_x"]) == 1
+
+
+def test_tuning_grid_on_the_first_seed_then_the_chosen_rate_everywhere():
+    """Hand case: validation MAE |lr - 0.003| * 1000 + seed; the grid runs on seed 0 only, its winner is seed 0's
+    model (no retraining), the other seeds train once at the chosen rate; the edge flag and ties."""
+    calls, saved = [], {}
+
+    def fit(seed, lr):
+        calls.append((seed, lr))
+        return {"seed": seed, "lr": lr}, {"log": [seed]}
+
+    rec = tuning.tune_then_train([0, 1, 2], [0.01, 0.001, 0.003], fit,
+                                 lambda m: abs(m["lr"] - 0.003) * 1000 + m["seed"],
+                                 lambda seed, m, extra: saved.__setitem__(seed, (m, extra)))
+    assert calls == [(0, 0.001), (0, 0.003), (0, 0.01), (1, 0.003), (2, 0.003)]
+    assert rec["grid"] == [0.001, 0.003, 0.01] and rec["chosen_lr"] == 0.003 and not rec["at_grid_edge"]
+    assert rec["val_mae"] == pytest.approx([2.0, 0.0, 7.0]) and rec["val_mae_by_seed"] == {"0": 0.0, "1": 1.0, "2": 2.0}
+    assert saved[0][0] == {"seed": 0, "lr": 0.003} and saved[0][1]["lr"] == 0.003 and "train_seconds" in saved[2][1]
+    edge = tuning.tune_then_train([5], [1.0, 2.0, 3.0], fit, lambda m: -m["lr"], lambda *a: None)
+    assert edge["chosen_lr"] == 3.0 and edge["at_grid_edge"]
+    assert tuning.pick([1.0, 2.0, 3.0], [0.5, 0.5, 0.7]) == 0       # a tie goes to the smaller rate
 
 
 def test_npz_intermediates_round_trip_and_a_truncated_file_names_its_rebuild(tmp_path, arrays):
@@ -228,7 +254,13 @@ def _planted_predictions() -> pd.DataFrame:
 def test_metrics_and_verdicts_on_planted_shrinkage():
     s = {"scale": "smoke", "seeds": [0, 1, 2], "rewards": ["pointwise", "ccc", "ccc_shuffled"]}
     secs = {a: {sd: 1.0 for sd in s["seeds"]} for a in evaluate.arms_of(s)}
-    mf = evaluate.build_metrics(_planted_predictions(), s, secs)
+    tun = {a: {"stage": "rl", "grid": [1.0, 2.0, 3.0], "val_mae": [3.0, 2.0, 1.0], "chosen_lr": 3.0, "chosen_index": 2,
+               "at_grid_edge": True, "tuned_on_seed": 0, "val_mae_by_seed": {"0": 1.0, "1": 1.5, "2": 2.0}}
+           for a in evaluate.arms_of(s)}
+    mf = evaluate.build_metrics(_planted_predictions(), s, secs, tuning=tun)
+    assert mf.get("lr_at_grid_edge.ccc").values == [1.0] * 3 and mf.get("lr.sft").values == [3.0] * 3
+    assert mf.get("val_mae.pointwise").values == [1.0, 1.5, 2.0] and mf.get("val_mae_grid0.ccc").values == [3.0] * 3
+    assert evaluate.tuning_table(tun)["chosen"].sum() == len(tun)
     assert mf.get("slope.sft").values == pytest.approx([0.5] * 3)
     assert mf.get("mae_gain_vs_sft.ccc.all").values[0] > 0
     assert mf.get("test_images_in_training").values == [0.0] * 3
@@ -273,7 +305,10 @@ from .conftest import check_smoke_paper  # noqa: E402
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
     metrics = check_smoke_paper(smoke_run, "ccc_grpo", ("error_by_shot_region.png", "predicted_vs_true.png",
-                                                        "grpo_curves.png"),
+                                                        "grpo_curves.png", "lr_grid.png"),
                                 is_timing=lambda n: n.startswith("train_seconds"))
     assert metrics.get("test_images_in_training").values == [0.0] * len(metrics.replicates)
     assert metrics.get("mae.train_median.all").values[0] > 0
+    for arm in ("sft", "sft_balanced", "pointwise", "ccc", "ccc_shuffled"):   # every arm went through the grid
+        assert metrics.get(f"lr_at_grid_edge.{arm}").values[0] in (0.0, 1.0)
+        assert "val_mae_grid2." + arm in metrics.metrics

@@ -10,10 +10,10 @@ trained on the long-tailed set shrinks towards its dense region (regression to t
 Target law (training set): an asymmetric Laplace over the integers with its mode at ``mode``, scale
 ``scale_left`` below and ``scale_right`` above (a right-skewed age-like histogram with a long tail).
 The test set is balanced (``n_test_per_value`` images per target value, as AgeDB-DIR's test set), so the
-tail counts as much as the head. Shot regions (the paper's): a target value is many-shot with more than
+tail counts as much as the head; so is the validation split (``n_val_per_value``) that picks learning rates. Shot regions (the paper's): a target value is many-shot with more than
 ``many_above`` training images, few-shot with fewer than ``few_below``, else medium-shot.
 A second training set of the same size with uniform targets trains the density control (``sft_balanced``).
-Training and test images are drawn from independent seeded streams.
+Training, validation and test images are drawn from independent seeded streams.
 """
 
 from __future__ import annotations
@@ -73,10 +73,16 @@ def build(s: dict, seed: int = 0) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", split))
         y = sample_targets(s, s["n_train"], balanced, rng)
         out[f"{split}_y"], out[f"{split}_x"] = y, render(y, s, rng)
-    rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", "test"))
-    y = np.repeat(np.arange(s["y_max"] + 1), s["n_test_per_value"])
-    out["test_y"], out["test_x"] = y, render(y, s, rng)
+    for split in ("val", "test"):   # balanced; validation picks learning rates, test is only evaluated
+        rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", split))
+        y = np.repeat(np.arange(s["y_max"] + 1), s[f"n_{split}_per_value"])
+        out[f"{split}_y"], out[f"{split}_x"] = y, render(y, s, rng)
     return out
+
+
+def seen_images(arrays: dict) -> np.ndarray:
+    """Every image a model or its tuning saw: both training sets and the validation split."""
+    return np.concatenate([arrays["train_x"], arrays["balanced_x"], arrays["val_x"]])
 
 
 def shared_images(train_x: np.ndarray, test_x: np.ndarray) -> int:
@@ -94,8 +100,8 @@ def run(job) -> None:
     test_region = regions.set_index("y").loc[arrays["test_y"], "region"]
     write_json(job.output.summary, {
         "n_train": int(len(arrays["train_y"])), "n_test": int(len(arrays["test_y"])),
-        "test_images_in_training": shared_images(np.concatenate([arrays["train_x"], arrays["balanced_x"]]),
-                                                 arrays["test_x"]),
+        "n_val": int(len(arrays["val_y"])),
+        "test_images_in_training": shared_images(seen_images(arrays), arrays["test_x"]),
         "values_per_region": regions["region"].value_counts().to_dict(),
         "test_images_per_region": test_region.value_counts().to_dict(),
         "train_images_per_region": regions.groupby("region")["train_count"].sum().to_dict()})

@@ -1,5 +1,5 @@
 """Greedy answers of every arm on the balanced test set; MAE and geometric-mean error by shot region, the slope
-and CCC of predictions on targets; metrics.json.
+and CCC of predictions on targets, each arm's learning-rate grid and choice (tuning.py); metrics.json.
 
 Arms: ``sft`` (token-level SFT on the long-tailed set), ``sft_balanced`` (SFT on uniform targets: the density
 control), one per RL reward (``pointwise``, ``ccc``, ``ccc_shuffled``), and ``train_median`` (the trivial
@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.io import read_npz, read_parquet, write_parquet
+from icmlrepro.core.io import read_json, read_npz, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
-from .data import REGIONS, shared_images
+from .data import REGIONS, seen_images, shared_images
 from .model import predict
 from .rewards import ccc
 from .sft import load_model
@@ -75,7 +75,32 @@ def arm_summary(t: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def build_metrics(pred: pd.DataFrame, s: dict, train_seconds: dict, leaked: int = 0) -> MetricsFile:
+def tuning_table(tuning: dict[str, dict]) -> pd.DataFrame:
+    """One row per arm and grid rate: validation MAE on the first seed, and whether it was chosen."""
+    return pd.DataFrame([{"arm": arm, "stage": t["stage"], "lr": lr, "val_mae": v, "chosen": i == t["chosen_index"]}
+                         for arm, t in tuning.items() for i, (lr, v) in enumerate(zip(t["grid"], t["val_mae"]))])
+
+
+def add_tuning_metrics(mf: MetricsFile, tuning: dict[str, dict], seeds: list) -> None:
+    """The chosen rate, whether it is an end of the grid, and the first seed's validation MAE at every grid
+    rate (one value per arm, repeated per seed as the metrics contract wants; direction none: no claim reads
+    them)."""
+    n = len(seeds)
+    for arm, t in tuning.items():
+        mf.add(f"lr.{arm}", [t["chosen_lr"]] * n, unit="learning rate", direction="none",
+               description=f"{arm}: learning rate chosen on seed {t['tuned_on_seed']}'s validation MAE from the "
+                           f"{t['stage']} grid {t['grid']}, then used for every seed")
+        mf.add(f"lr_at_grid_edge.{arm}", [float(t["at_grid_edge"])] * n, unit="flag", direction="none",
+               description=f"{arm}: 1 if the chosen learning rate is an end of the grid {t['grid']}")
+        for k, (lr, v) in enumerate(zip(t["grid"], t["val_mae"])):
+            mf.add(f"val_mae_grid{k}.{arm}", [v] * n, unit="target units", direction="none",
+                   description=f"{arm}: validation MAE on seed {t['tuned_on_seed']} at grid point {k} (lr {lr:g})")
+        mf.add(f"val_mae.{arm}", [t["val_mae_by_seed"][str(sd)] for sd in seeds], unit="target units",
+               direction="lower", description=f"{arm}: validation MAE at the chosen learning rate")
+
+
+def build_metrics(pred: pd.DataFrame, s: dict, train_seconds: dict, leaked: int = 0,
+                  tuning: dict[str, dict] | None = None) -> MetricsFile:
     seeds = list(s["seeds"])
     mf = MetricsFile("ccc_grpo", s["scale"], replicate="seed", replicates=seeds)
     summ = {(a, sd): arm_summary(g) for (a, sd), g in pred.groupby(["arm", "seed"])}
@@ -117,10 +142,13 @@ def build_metrics(pred: pd.DataFrame, s: dict, train_seconds: dict, leaked: int 
             mf.add(f"test_ccc_gain_vs_{base}.{arm}", v(arm, "test_ccc") - v(base, "test_ccc"), unit="CCC",
                    direction="higher", description=f"test CCC of {arm} minus that of {base}")
     mf.add("test_images_in_training", [float(leaked)] * len(seeds), unit="images", direction="lower",
-           description="test images that also occur in a training set (the split's audit: must be 0)")
+           description="test images that also occur in a training set or the validation split (the "
+                       "split's audit: must be 0)")
+    add_tuning_metrics(mf, tuning or {}, seeds)
     for arm, secs in train_seconds.items():
         mf.add(f"train_seconds.{arm}", [secs[sd] for sd in seeds], unit="s", direction="lower", timing=True,
-               description=f"wall time of training arm {arm} (RL arms: GRPO only, after SFT)")
+               description=f"wall time of one training run of arm {arm} at the chosen rate (RL arms: GRPO "
+                           f"only, after SFT; tuning runs not counted)")
     return mf
 
 
@@ -128,7 +156,9 @@ def run(job) -> None:
     s = job.params
     arrays = read_npz(job.input.images)
     pred, secs, logs = prediction_table(job, s, arrays)
-    leaked = shared_images(np.concatenate([arrays["train_x"], arrays["balanced_x"]]), arrays["test_x"])
+    leaked = shared_images(seen_images(arrays), arrays["test_x"])
+    tuning = {arm: read_json(job.input[f"tuning_{arm}"]) for arm in arms_of(s)}
+    write_parquet(job.output.tuning, tuning_table(tuning))
     write_parquet(job.output.rl_log, logs)
     write_parquet(job.output.predictions, pred)
-    build_metrics(pred, s, secs, leaked).write(job.output.metrics)
+    build_metrics(pred, s, secs, leaked, tuning).write(job.output.metrics)

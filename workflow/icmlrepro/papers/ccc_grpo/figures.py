@@ -1,4 +1,5 @@
-"""CCC-GRPO figures: error by shot region per arm, predicted vs true values, and the RL training curves."""
+"""CCC-GRPO figures: error by shot region per arm, predicted vs true values, the RL training curves, and the
+learning-rate grids (validation MAE per rate and arm)."""
 
 from __future__ import annotations
 
@@ -86,8 +87,23 @@ def plot_rl_curves(log: pd.DataFrame, path) -> None:
     save(fig, path)
 
 
+def plot_lr_grid(tuning: pd.DataFrame, path) -> None:
+    """Validation MAE over each arm's learning-rate grid (first seed), SFT and GRPO stages side by side; the
+    chosen rate is ringed (a ring at a line's end = the optimum sits at the grid's edge)."""
+    fig, axes = new_figure(ncols=2)
+    for ax, (stage, title) in zip(axes, (("sft", "SFT arms"), ("rl", "GRPO arms (KL weight fixed)"))):
+        for arm, a in tuning[tuning["stage"] == stage].groupby("arm", sort=False):
+            ax.plot(a["lr"], a["val_mae"], "o-", color=COLORS[arm], label=LABELS[arm], ms=3)
+            c = a[a["chosen"]]
+            ax.scatter(c["lr"], c["val_mae"], s=80, facecolors="none", edgecolors=COLORS[arm], zorder=3)
+        ax.set(xscale="log", xlabel="learning rate", ylabel="validation MAE (first seed)", title=title)
+        ax.legend(fontsize=6)
+    save(fig, path)
+
+
 def run(job) -> None:
     pred = read_parquet(job.input.predictions)
     plot_regions(pred, read_parquet(job.input.regions), job.output.regions)
     plot_scatter(pred, job.output.scatter)
     plot_rl_curves(read_parquet(job.input.rl_log), job.output.curves)
+    plot_lr_grid(read_parquet(job.input.tuning), job.output.lr_grid)

@@ -1,30 +1,31 @@
-"""GRPO of one (reward, seed) from that seed's SFT model, on the long-tailed training set.
+"""GRPO of one reward, one job looping over the seeds, each seed from that seed's SFT model, on the long-tailed
+training set; the learning rate is picked from the grid on the first seed's validation MAE (tuning.py).
 
 Every RL arm gets the same steps, prompts per step, answers per prompt (the group), temperature, optimiser,
-clip range and KL weight, and the same prompt batches (one stream per seed, shared by the rewards); only the
+clip range, KL weight (fixed, not tuned) and learning-rate grid, and the same prompt batches (one stream per seed, shared by the rewards); only the
 reward differs (the paper's plug-and-play). The reference policy of the KL term is the SFT model.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 
 import numpy as np
 import torch
 
-from icmlrepro.core.io import read_npz
+from icmlrepro.core.io import read_npz, write_json
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.rl import grpo
 
 from .model import answer_mask, parse_answers
 from .rewards import total_rewards
-from .sft import load_model, save_model
+from .sft import load_model, save_model, seed_file
+from .tuning import tune_then_train, val_mae
 
 REWARDS = ("pointwise", "ccc", "ccc_shuffled")
 
 
-def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: int):
+def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: int, lr: float):
     """GRPO steps on ``model`` (in place); returns the per-step log (mean reward, well-formed share, KL...)."""
     c = s["rl"]
     seed_everything(derive_seed(seed, "ccc_grpo", "rl", reward))
@@ -35,7 +36,7 @@ def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: in
     ref = copy.deepcopy(model).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     cfg = grpo.GRPOConfig(clip_eps=c["clip_eps"], beta=c["beta"], epochs=c["epochs"], minibatches=c["minibatches"])
     K, xt, log = c["group"], torch.as_tensor(x), []
     for step in range(c["steps"]):
@@ -62,9 +63,13 @@ def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: in
 
 
 def run(job) -> None:
-    s, seed, reward = job.params, int(job.wildcards.seed), job.wildcards.reward
+    s, reward = job.params, job.wildcards.reward
     arrays = read_npz(job.input.images)
-    model, _ = load_model(job.input.sft, s)
-    t0 = time.perf_counter()
-    log = train_rl(model, arrays["train_x"], arrays["train_y"], s, reward, seed)
-    save_model(job.output.model, model, arm=reward, seed=seed, log=log, train_seconds=time.perf_counter() - t0)
+
+    def fit(seed, lr):
+        model, _ = load_model(job.input[f"sft_seed{seed}"], s)
+        return model, {"log": train_rl(model, arrays["train_x"], arrays["train_y"], s, reward, seed, lr)}
+
+    tuning = tune_then_train(list(s["seeds"]), s["rl"]["lr_grid"], fit, lambda m: val_mae(m, arrays),
+                             lambda seed, m, extra: save_model(seed_file(job, seed), m, arm=reward, seed=seed, **extra))
+    write_json(job.output.tuning, {"arm": reward, "stage": "rl", **tuning})
