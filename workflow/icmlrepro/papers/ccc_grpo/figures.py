@@ -97,6 +97,9 @@ def plot_lr_grid(tuning: pd.DataFrame, path) -> None:
             c = a[a["chosen"]]
             ax.scatter(c["lr"], c["val_mae"], s=80, facecolors="none", edgecolors=COLORS[arm], zorder=3)
         ax.set(xscale="log", xlabel="learning rate", ylabel="validation MAE (first seed)", title=title)
+        grid = sorted(set(tuning.loc[tuning["stage"] == stage, "lr"]))
+        ax.set_xticks(grid, [f"{v:g}" for v in grid], minor=False)
+        ax.set_xticks([], minor=True)
         ax.legend(fontsize=6)
     save(fig, path)
 
