@@ -168,7 +168,7 @@ def test_domains_are_disjoint_and_a_planted_duplicate_cloud_is_caught(dataset):
     assert down["train"]["rel"].shape[1:] == (S["n_groups"], S["group_size"], 3)
 
 
-def test_learning_rate_is_picked_on_validation_and_the_edge_share_is_counted():
+def test_learning_rate_is_picked_on_validation_and_the_edge_is_flagged_per_seed():
     rows = []
     for arm in ("head", "topadapter", "full_ft"):
         for seed in (0, 1):
@@ -184,9 +184,16 @@ def test_learning_rate_is_picked_on_validation_and_the_edge_share_is_counted():
     mf = evaluate.build_metrics(table, s, summary)
     assert mf.get("acc.topadapter").values == pytest.approx([0.3, 0.31])
     assert mf.get("chosen_lr.head").values == [3e-3, 3e-3]
-    assert mf.get("lr_at_grid_edge.head").values[0] == 0.0 and mf.get("lr_at_grid_edge.full_ft").values[0] == 1.0
+    assert mf.get("lr_at_grid_edge.head").values == [0.0, 0.0] and mf.get("lr_at_grid_edge.full_ft").values == [1.0, 1.0]
+    assert mf.get("chosen_lr.topadapter").values == [1e-2, 1e-2] and mf.get("lr_at_grid_edge.topadapter").values == [1.0, 1.0]
     assert mf.get("acc_gap.topadapter_vs_full_ft").values == pytest.approx([0.0, 0.0])
     assert mf.get("acc.chance").values == [0.25, 0.25] and mf.get("trainable_share.head").values == [0.1, 0.1]
+
+
+def test_grid_edge_flag():
+    grid = [1e-3, 3e-3, 1e-2, 3e-2]
+    assert [train.at_grid_edge(lr, grid) for lr in grid] == [True, False, False, True]
+    assert not train.at_grid_edge(3e-3, [3e-3])  # one rate: no interior, no edge to report
 
 
 def test_run_seed_picks_the_best_validation_rate(dataset, monkeypatch):

@@ -13,7 +13,7 @@ import pandas as pd
 from icmlrepro.core.io import read_json, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
-from .train import ARMS
+from .train import ARMS, at_grid_edge
 
 LABELS = {"head": "linear head only", "head_random": "head on a random-init backbone (floor)",
           "full_ft": "full fine-tuning", "lora": "LoRA (peft)", "idpt": "IDPT-style dynamic prompts",
@@ -63,11 +63,11 @@ def build_metrics(table: pd.DataFrame, s: dict, summary: dict) -> MetricsFile:
                [a - b for a, b in zip(col("topadapter", "test_acc"), col("full_ft", "test_acc"))],
                unit="accuracy", direction="higher",
                description="TopAdapter minus full fine-tuning, paired per seed (the comparability margin)")
-    edge = table[table["chosen"]].groupby("arm")["lr"].apply(
-        lambda v: float(((v == min(s["lr_grid"])) | (v == max(s["lr_grid"]))).mean()))
     for arm in arms:
-        mf.add(f"lr_at_grid_edge.{arm}", [float(edge[arm])] * len(seeds), unit="fraction of seeds", direction="none",
-               description=f"{LABELS[arm]}: share of seeds whose picked learning rate is at the edge of the grid")
+        mf.add(f"lr_at_grid_edge.{arm}", [float(at_grid_edge(lr, s["lr_grid"])) for lr in col(arm, "lr")],
+               unit="flag (1 = edge)", direction="none",
+               description=f"{LABELS[arm]}: 1 where the seed's picked learning rate is the lowest or highest rate of "
+                           f"the grid {s['lr_grid']} (its optimum may lie outside the grid; the mean is the share of seeds)")
     audit = summary["audit"]
     mf.add("test_clouds_in_train", [float(audit["test_in_train"] + audit["val_in_train"])] * len(seeds),
            unit="clouds", direction="lower",

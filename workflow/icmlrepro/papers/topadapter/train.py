@@ -48,6 +48,11 @@ def build(arm: str, state: dict | None, s: dict, n_classes: int) -> Classifier:
     return Classifier(bb, adapter, n_classes)
 
 
+def at_grid_edge(lr: float, grid) -> bool:
+    """True when ``lr`` is the lowest or highest rate of a grid of more than one rate (checklist 12)."""
+    return len(grid) > 1 and lr in (min(grid), max(grid))
+
+
 def _fix_noise(model: Classifier, seed: int, arm: str, what: str) -> None:
     """The noise control draws its noise from a seeded generator (training and evaluation separately)."""
     gen = getattr(model.adapter, "generator", None)
@@ -74,7 +79,7 @@ def run_seed(arm: str, data: dict, state: dict, s: dict, seed: int) -> dict:
     trainable, total = count_params(model)
     best = max(range(len(rows)), key=lambda i: (rows[i]["val_acc"], -i))  # ties: the smaller rate
     return {"grid": rows, "chosen": best, "chosen_lr": rows[best]["lr"], "test_acc": rows[best]["test_acc"],
-            "val_acc": rows[best]["val_acc"], "at_grid_edge": best in (0, len(rows) - 1) and len(rows) > 1,
+            "val_acc": rows[best]["val_acc"], "at_grid_edge": at_grid_edge(rows[best]["lr"], s["lr_grid"]),
             "trainable": trainable, "total": total,
             "train_seconds": float(np.mean([r["train_seconds"] for r in rows]))}
 
