@@ -115,6 +115,32 @@ def test_control_substituted_for_the_metric_is_not_reproduced(paper):
 
 
 @pytest.mark.parametrize("paper", all_papers())
+def test_each_controlled_condition_alone_must_beat_its_control(paper):
+    """Condition by condition: values past the threshold reproduce only while they beat the control; the
+    control's own values in the metric's place, or a tie with the control, do not."""
+    import dataclasses
+
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.metrics import MetricsFile
+
+    def metrics(cond, metric, control):
+        mf = MetricsFile(paper, "smoke", replicates=[0, 1, 2])
+        mf.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
+        mf.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
+        return mf
+
+    for claim in load_all_claims()[paper].claims:
+        for cond in (c for c in claim.conditions if c.control):
+            single = dataclasses.replace(claim, conditions=(cond,))
+            sign = 1.0 if cond.op in (">", ">=") else -1.0
+            passing = metrics(cond, cond.threshold + 0.3 * sign, cond.threshold + 0.1 * sign)
+            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.metric)
+            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
+            tie = metrics(cond, cond.threshold + 0.3 * sign, cond.threshold + 0.3 * sign)
+            assert V.judge_claim(single, tie).verdict != V.REPRODUCED, (claim.id, cond.metric)
+
+
+@pytest.mark.parametrize("paper", all_papers())
 def test_claimed_numbers_name_their_source(paper):
     """A stated number from the abstract appears in the claim's quote (as written or as a percentage);
     any other number names its source."""

@@ -4,7 +4,6 @@ the best rank-r' approximation below), exit and truncation shapes, the rank samp
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -12,9 +11,6 @@ import pandas as pd
 import pytest
 import torch
 
-from icmlrepro.core import verdicts as V
-from icmlrepro.core.claims import load_claims
-from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.papers.mlembed import data, evaluate, losses, model
 from icmlrepro.papers.mlembed.train import ARMS, training_pairs
 
@@ -81,6 +77,7 @@ def test_mel_factorisation_equals_E_at_full_rank_and_is_the_best_low_rank_fit():
 
 
 def test_exits_and_truncation_shapes():
+    torch.manual_seed(0)
     assert model.exit_layers(4) == [1, 2, 4] and model.exit_layers(6) == [1, 2, 4, 6] and model.exit_layers(1) == [1]
     enc = model.Encoder(40, 16, 4, 2, 32, 10, mel=True).eval()
     ids = torch.randint(1, 40, (5, 7))
@@ -89,7 +86,7 @@ def test_exits_and_truncation_shapes():
     # an exit's embedding does not depend on later layers
     with torch.no_grad():
         a = enc(ids, exits=[1], rank=4)[0]
-        enc.layers[1].linear1.weight.add_(1.0)
+        enc.layers[1].linear1.weight.mul_(-2.0)  # (adding a constant would vanish: a pre-LN input sums to ~0)
         assert torch.allclose(enc(ids, exits=[1], rank=4)[0], a) and not torch.allclose(enc(ids, exits=[2], rank=4)[0], outs[1])
     # padding does not change the pooled embedding
     padded = torch.cat([ids, torch.zeros(5, 3, dtype=torch.long)], 1)
@@ -140,31 +137,6 @@ def test_no_query_equals_its_answer_and_resource_groups_follow_the_counts(tables
     high = langs.loc[langs["resource"] == "high", "n_names"]
     low = langs.loc[langs["resource"] == "low", "n_names"]
     assert high.min() >= low.max()
-
-
-def _mf(cond, metric, control):
-    f = MetricsFile("mlembed", "smoke", replicates=[0, 1, 2])
-    f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
-    f.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
-    return f
-
-
-def test_every_controlled_condition_fails_on_its_control():
-    """Values above the threshold reproduce a condition only while they beat the control; the control's own
-    values in the metric's place do not reproduce."""
-    from .test_claims_registry import substitute_controls
-
-    pc = load_claims("mlembed")
-    testable = [c for c in pc.claims if c.conditions]
-    assert testable and all(c.controls for c in testable)
-    for claim in testable:
-        for cond in claim.conditions:
-            single = dataclasses.replace(claim, conditions=(cond,))
-            passing = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.1)
-            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.metric)
-            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
-            tie = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.3)
-            assert V.judge_claim(single, tie).verdict != V.REPRODUCED
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
