@@ -7,7 +7,7 @@ which carry the shortcut like the rest of the training split) gives a policy tha
 either strengthens its grounding or lets it decay into the shortcut. It is recomputed identically in every
 arm's job (same seed stream), which is cheaper than a job of its own.
 
-Tuning (the same for every arm): the GRPO learning rate is picked from ``lr_grid`` (three rates around the
+Tuning (the same for every arm): the GRPO learning rate is picked from ``lr_grid`` (four rates around the
 former fixed one) by greedy answer accuracy on the ``val`` split (fresh scenes from the training law, cue
 included; never a test split) after training the FIRST seed with each rate; ties go to the smaller rate.
 The picked rate then trains every seed (the first seed's run is reused). The warm start's rate ``sft_lr``,
