@@ -29,8 +29,8 @@ def plot_efficiency(ch, path) -> None:
                     color=pts.get_facecolor()[0], capsize=2, label=f"{LABELS[arm]} ({lr_note(a, ch.attrs['grid'])})")
     ax.axhline(ch.attrs.get("chance", np.nan), ls=":", c="grey", lw=1, label="chance")
     ax.set(xscale="log", xlabel="trainable parameters (log)", ylabel="downstream test accuracy",
-           title="accuracy vs trainable parameters (dots: seeds; marker: mean +- sd; lr picked per seed, * = grid edge)")
-    ax.legend(fontsize=6, loc="lower right")
+           title="accuracy vs trainable parameters (dots: seeds; marker: mean +- sd)")
+    ax.legend(fontsize=6, loc="lower right", title="lr picked per seed, * = grid edge", title_fontsize=6)
     save(fig, path)
 
 
