@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from icmlrepro.core.figures import new_figure, save
 from icmlrepro.core.io import read_parquet
@@ -34,11 +35,14 @@ def plot_speed(speed, acc, path) -> None:
     arms = [a for a in LABELS if a in set(speed["arm"])]
     st = speed.groupby("arm")[["throughput", "latency_ms"]].median().loc[arms]
     y = np.arange(len(arms))
-    for ax, col, label in zip(axes, ("throughput", "latency_ms"), ("streams/s (batch)", "ms per stream (batch 1)")):
+    for ax, col, label in zip(axes, ("throughput", "latency_ms"), ("streams/s, batched", "ms per stream, batch 1")):
         ax.barh(y, st[col])
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor tick labels of a narrow log axis overlap
+        for yi, v in zip(y, st[col]):
+            ax.annotate(f"{v:.3g}", (v, yi), xytext=(2, 0), textcoords="offset points", va="center", fontsize=6)
         ax.set_yticks(y, [LABELS[a] for a in arms], fontsize=6)
-        ax.set(xlabel=label)
+        ax.set(xlabel=label + ", median of seeds")
     device = speed["device"].iloc[0] if "device" in speed else "cpu"
     axes[0].set_title(f"end to end, raw events to logits, on {device}", fontsize=7)
     save(fig, path)
