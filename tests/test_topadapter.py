@@ -6,7 +6,6 @@ the split audits (a planted duplicate cloud is caught), learning-rate selection,
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -14,9 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from icmlrepro.core import verdicts as V
 from icmlrepro.core.claims import load_claims
-from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.papers.topadapter import data, evaluate, fitting, geometry, method, shapes, train
 
 S = dict(data_seed=0, n_points=128, n_groups=8, group_size=8, pretrain_per_class=2, train_per_class=2,
@@ -205,28 +202,11 @@ def test_run_seed_picks_the_best_validation_rate(dataset, monkeypatch):
     assert out["chosen_lr"] == 3e-3 and out["test_acc"] == 0.6 and not out["at_grid_edge"]
 
 
-def _mf(cond, metric, control):
-    f = MetricsFile("topadapter", "smoke", replicates=[0, 1, 2])
-    f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
-    f.add(cond.control, [control + d for d in (0.0, 0.02, -0.01)])
-    return f
-
-
-def test_every_controlled_condition_fails_on_its_control():
-    from .test_claims_registry import substitute_controls
-
-    pc = load_claims("topadapter")
-    testable = [c for c in pc.claims if c.conditions]
-    for claim in testable:
-        assert claim.controls or claim.no_control, claim.id
-        for cond in (c for c in claim.conditions if c.control):
-            single = dataclasses.replace(claim, conditions=(cond,))
-            passing = _mf(cond, cond.threshold + 0.3, cond.threshold + 0.1)
-            assert V.judge_claim(single, passing).verdict == V.REPRODUCED, (claim.id, cond.control)
-            assert V.judge_claim(single, substitute_controls(single, passing)).verdict != V.REPRODUCED
-            assert V.judge_claim(single, _mf(cond, cond.threshold + 0.3, cond.threshold + 0.3)).verdict != V.REPRODUCED
-    # the topology claim is controlled by the noise arm (same shapes and parameters, no topology)
-    topo = next(c for c in pc.claims if c.id == "topology_injection_helps")
+def test_topology_claim_is_controlled_by_the_noise_arm():
+    """(That every controlled condition must beat its control is checked for every paper in
+    test_claims_registry.) The topology claim's control is the noise arm: same shapes and parameters,
+    no topology."""
+    topo = next(c for c in load_claims("topadapter").claims if c.id == "topology_injection_helps")
     assert "acc.noise_topology" in topo.controls
 
 
