@@ -35,27 +35,35 @@ def _logits(model, batch):
     return model(input_ids=ids, attention_mask=mask).logits, labels
 
 
-def token_finetune(model, tokenizer, rows, loss: str, steps: int, batch_size: int, lr: float, seed: int,
-                   s: dict) -> list[float]:
-    """SFT / DFT / IDFT on (prompt, completion) rows, in place; returns the per-step losses."""
-    data = [encode(tokenizer, p, c) for p, c in rows]
+def _train_loop(model, n_data: int, steps: int, batch_size: int, lr: float, seed: int, batch_loss) -> list[float]:
+    """The loop every fine-tuning arm shares (optimiser, warm-up and schedule, batch draw), so arms differ
+    only in ``batch_loss(step, picked indices)``; trains ``model`` in place and returns the per-step losses."""
     rng = np.random.default_rng(seed)
     opt, warmup, out = _optimizer(model, lr), max(1, steps // 20), []
     model.train()
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, lr, warmup)
-        pick = rng.choice(len(data), size=min(batch_size, len(data)), replace=len(data) < batch_size)
+        pick = rng.choice(n_data, size=min(batch_size, n_data), replace=n_data < batch_size)
+        out.append(_step(model, opt, batch_loss(step, pick)))
+    model.eval()
+    return out
+
+
+def token_finetune(model, tokenizer, rows, loss: str, steps: int, batch_size: int, lr: float, seed: int,
+                   s: dict) -> list[float]:
+    """SFT / DFT / IDFT on (prompt, completion) rows, in place; returns the per-step losses."""
+    data = [encode(tokenizer, p, c) for p, c in rows]
+
+    def batch_loss(step, pick):
         logits, labels = _logits(model, collate([data[j] for j in pick], tokenizer.pad_token_id))
         if loss == "idft":
             ramp = losses.idft_ramp(step, steps, s["idft"]["warmup"], s["idft"]["transition"])
-            value = losses.idft_loss(logits, labels, s["idft"]["beta"], s["idft"]["gamma_min"],
-                                     s["idft"]["gamma_max"], ramp)
-        else:
-            value = losses.TOKEN_LOSSES[loss](logits, labels)
-        out.append(_step(model, opt, value))
-    model.eval()
-    return out
+            return losses.idft_loss(logits, labels, s["idft"]["beta"], s["idft"]["gamma_min"],
+                                    s["idft"]["gamma_max"], ramp)
+        return losses.TOKEN_LOSSES[loss](logits, labels)
+
+    return _train_loop(model, len(data), steps, batch_size, lr, seed, batch_loss)
 
 
 def _pair_logps(model, tokenizer, enc_w, enc_l, average: bool):
@@ -70,25 +78,18 @@ def pair_finetune(model, tokenizer, pairs, loss: str, steps: int, batch_size: in
     """DPO (frozen copy of the start model as reference) or SimPO on (prompt, chosen, rejected) triples."""
     data = [(encode(tokenizer, p, w), encode(tokenizer, p, r)) for p, w, r in pairs]
     ref = copy.deepcopy(model).eval() if loss == "dpo" else None
-    rng = np.random.default_rng(seed)
-    opt, warmup, out = _optimizer(model, lr), max(1, steps // 20), []
-    model.train()
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup)
-        pick = rng.choice(len(data), size=min(batch_size, len(data)), replace=len(data) < batch_size)
+
+    def batch_loss(step, pick):
         enc_w, enc_l = [data[j][0] for j in pick], [data[j][1] for j in pick]
         if loss == "dpo":
             with torch.no_grad():
                 ref_w, ref_l = _pair_logps(ref, tokenizer, enc_w, enc_l, average=False)
             pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=False)
-            value = losses.dpo_loss(pi_w, pi_l, ref_w, ref_l, s["dpo"]["beta"])
-        else:
-            pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=True)
-            value = losses.simpo_loss(pi_w, pi_l, s["simpo"]["beta"], s["simpo"]["gamma"])
-        out.append(_step(model, opt, value))
-    model.eval()
-    return out
+            return losses.dpo_loss(pi_w, pi_l, ref_w, ref_l, s["dpo"]["beta"])
+        pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=True)
+        return losses.simpo_loss(pi_w, pi_l, s["simpo"]["beta"], s["simpo"]["gamma"])
+
+    return _train_loop(model, len(data), steps, batch_size, lr, seed, batch_loss)
 
 
 def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: dict):
