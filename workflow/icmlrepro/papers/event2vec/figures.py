@@ -30,7 +30,7 @@ def _sweep(acc, sweep: str, x: str, xlabel: str, path, log_x: bool) -> None:
     save(fig, path)
 
 
-def plot_speed(speed, acc, path) -> None:
+def plot_speed(speed, path) -> None:
     fig, axes = new_figure(ncols=2)
     arms = [a for a in LABELS if a in set(speed["arm"])]
     st = speed.groupby("arm")[["throughput", "latency_ms"]].median().loc[arms]
@@ -52,4 +52,4 @@ def run(job) -> None:
     acc, speed = read_parquet(job.input.accuracy), read_parquet(job.input.speed)
     _sweep(acc, "events", "budget", "events per stream (random subsample)", job.output.events, log_x=True)
     _sweep(acc, "resolution", "resolution", "sensor resolution (pixels per side)", job.output.resolution, log_x=True)
-    plot_speed(speed, acc, job.output.speed)
+    plot_speed(speed, job.output.speed)

@@ -14,7 +14,6 @@ release dates would build (what the audit must catch).
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import torch
 
