@@ -70,8 +70,8 @@ rule asyncspade_accuracy:
         "results/{scale}/asyncspade/logs/asyncspade_accuracy/seed{seed}.log",
     benchmark:
         "results/{scale}/asyncspade/benchmarks/asyncspade_accuracy/seed{seed}.tsv"
-    priority: LM_CONSUMER_PRIORITY_2T  # reads the LM substrate: the critical path
-    threads: 2
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
+    threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,

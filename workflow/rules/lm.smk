@@ -1,14 +1,14 @@
 # Shared small-language-model substrate (workflow/icmlrepro/lm): lm_data -> lm_train (target, draft)
 # -> lm_eval -> lm_figures. Papers that need a language model depend on lm_train's model directories.
-# The substrate is the longest chain of the default DAG (lm_train target alone is ~10 min), so its
+# The substrate is the longest chain of the default DAG (lm_train target alone is ~11 min), so its
 # jobs carry the highest priorities: Snakemake starts them first, other papers fill the other core.
-# Snakemake starts the set of ready jobs with the largest sum of priorities that fits the free cores,
-# so a 2-thread job waits as long as two 1-thread jobs outrank it, and on 2 cores it starts only when
-# both are free at once (the 38-minute wait of issue 17). Hence: lm_data takes 2 threads, so it runs
-# alone first and frees both cores for lm_train; each 2-thread priority exceeds twice any 1-thread one.
-# Papers' rules that read the models carry LM_CONSUMER_PRIORITY (1 thread) or LM_CONSUMER_PRIORITY_2T.
+# Every job takes one thread (issue 17, measured with workflow/scripts/lm_train_speed.py at default on
+# a quiet 2-core machine, OMP_WAIT_POLICY=PASSIVE as in the jobs): the target's training loop runs
+# 9.34 steps/s on 1 thread and 8.24 steps/s on 2 (107 vs 154 ms CPU per step); in the whole default
+# DAG lm_train target took 704 s wall and 912 s CPU on 2 threads. A 2-thread job also waits until
+# both cores are free at once, which a stream of 1-thread jobs rarely allows.
+# Papers' rules that read the models carry LM_CONSUMER_PRIORITY.
 LM_CONSUMER_PRIORITY = 10
-LM_CONSUMER_PRIORITY_2T = 40
 
 
 rule lm_data:
@@ -25,7 +25,7 @@ rule lm_data:
     benchmark:
         "results/{scale}/lm/benchmarks/lm_data.tsv"
     priority: 100
-    threads: 2  # one idles for a few seconds: see the top of this file
+    threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
@@ -53,7 +53,7 @@ rule lm_train:
     wildcard_constraints:
         role="target|draft",
     priority: 90
-    threads: 2
+    threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
@@ -80,7 +80,7 @@ rule lm_eval:
     benchmark:
         "results/{scale}/lm/benchmarks/lm_eval.tsv"
     priority: 60
-    threads: 2
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
