@@ -131,6 +131,41 @@ def test_one_replicate_is_labelled(tmp_path):
     assert out.select(".one-rep") and "(one replicate)" in out.select_one(".claim-badge").get_text()
 
 
+def test_tuning_optima_at_a_grid_edge_are_listed(tmp_path):
+    """Both flag polarities are read (``at_grid_edge`` 1 = edge, ``tuned_interior.`` 1 = interior), NaN
+    replicates are left out, and only settings that sat at an edge are listed by name."""
+    from icmlrepro.core.metrics import MetricsFile
+    from icmlrepro.core.report import tuning_edges
+
+    mf = MetricsFile("lec", "smoke", replicates=[0, 1])
+    mf.add("lr_at_grid_edge.arm_a", [1.0, 0.0])
+    mf.add("lr_at_grid_edge.arm_b", [0.0, float("nan")])
+    mf.add("tuned_interior.arm_c", [0.0, 0.0])
+    mf.add("tuned_interior.arm_d", [1.0, 1.0])
+    raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["claims"] = raw["claims"][:1]
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "lec.yaml").write_text(yaml.safe_dump(raw))
+    for cond in raw["claims"][0]["predicate"]["all_of"]:
+        mf.add(cond["metric"], [-0.01, -0.02], unit="fraction")
+    rows = {r["metric"]: r for r in tuning_edges(mf)}
+    assert set(rows) == {"lr_at_grid_edge.arm_a", "lr_at_grid_edge.arm_b", "tuned_interior.arm_c",
+                         "tuned_interior.arm_d"}
+    assert rows["lr_at_grid_edge.arm_a"]["edge_share"] == 0.5 and rows["lr_at_grid_edge.arm_b"]["n"] == 1
+    assert rows["tuned_interior.arm_c"]["edge_share"] == 1.0 and not rows["tuned_interior.arm_d"]["at_edge"]
+    mf.write(tmp_path / "metrics.json")
+    sections = build_sections("smoke", ["lec"], {"lec__metrics": str(tmp_path / "metrics.json")}, tmp_path,
+                              0.95, "t", claims_dir=claims)
+    prov = {"commit": "abc", "dirty": False, "config_hash": "h", "date": "d", "python": "3", "platform": "p",
+            "cpu": "c", "gpu": "none", "packages": {"torch": "x"}}
+    out = BeautifulSoup(render(sections, "smoke", prov, ROOT / "report" / "templates" / "report.html.j2", 0.95, "t"),
+                        "html.parser")
+    listed = [c.get_text() for c in out.select("table.tuning code")]
+    assert listed == ["lr_at_grid_edge.arm_a", "tuned_interior.arm_c"]
+    assert out.select_one(".tuning-summary").get_text().startswith("2 of 4 tuned settings")
+
+
 @pytest.mark.integration
 def test_snakemake_report_has_one_category_per_paper(smoke_run):
     out = smoke_run / "report" / "snakemake.html"

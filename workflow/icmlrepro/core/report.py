@@ -35,6 +35,7 @@ class PaperSection:
     seeds: list = field(default_factory=list)
     replicate: str = "seed"
     units: dict[str, str] = field(default_factory=dict)  # metric -> unit, from metrics.json
+    tuning: list[dict] = field(default_factory=list)  # tuned settings and how often each sat at a grid edge
 
     @property
     def counts(self) -> dict[str, int]:
@@ -80,6 +81,25 @@ def read_benchmarks(results_dir: Path, paper: str) -> list[dict]:
     return rows
 
 
+def tuning_edges(metrics: MetricsFile) -> list[dict]:
+    """Every tuned setting's grid-edge flag, read from the metrics (checklist item 12: an optimum at the
+    edge of its grid may lie outside it, and the report must say so). Papers record a 0/1 flag per
+    replicate under a name holding ``at_grid_edge`` (1 = edge) or ``tuned_interior.`` (1 = interior);
+    the share of replicates whose pick sat at an edge is shown, NaN replicates left out."""
+    rows = []
+    for name, m in sorted(metrics.metrics.items()):
+        if "at_grid_edge" in name:
+            flags = [v for v in m.values if not math.isnan(v)]
+        elif name.startswith("tuned_interior."):
+            flags = [1.0 - v for v in m.values if not math.isnan(v)]
+        else:
+            continue
+        if flags:
+            rows.append({"metric": name, "edge_share": sum(flags) / len(flags), "n": len(flags),
+                         "at_edge": any(f > 0 for f in flags)})
+    return rows
+
+
 def figure_entry(path: Path) -> dict:
     data = path.read_bytes()
     return {"name": path.stem.replace("_", " "), "file": path.name,
@@ -105,6 +125,7 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
             sec.seeds = metrics.replicates
             sec.replicate = metrics.replicate
             sec.units = {k: m.unit for k, m in metrics.metrics.items()}
+            sec.tuning = tuning_edges(metrics)
         sections.append(sec)
     return sections
 
