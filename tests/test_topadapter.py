@@ -187,12 +187,6 @@ def test_learning_rate_is_picked_on_validation_and_the_edge_is_flagged_per_seed(
     assert mf.get("acc.chance").values == [0.25, 0.25] and mf.get("trainable_share.head").values == [0.1, 0.1]
 
 
-def test_grid_edge_flag():
-    grid = [1e-3, 3e-3, 1e-2, 3e-2]
-    assert [train.at_grid_edge(lr, grid) for lr in grid] == [True, False, False, True]
-    assert not train.at_grid_edge(3e-3, [3e-3])  # one rate: no interior, no edge to report
-
-
 def test_run_seed_picks_the_best_validation_rate(dataset, monkeypatch):
     vals = iter([0.2, 0.5, 0.4, 0.6, 0.1, 0.9])  # (val, test) per rate, in grid order
     monkeypatch.setattr(train, "fit", lambda *a, **k: [0.0])

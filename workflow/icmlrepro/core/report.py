@@ -23,6 +23,7 @@ from .io import atomic_path, read_json
 from .metrics import MetricsFile, load_metrics
 from .paths import repo_root
 from .provenance import collect
+from .tuning import edge_flag
 
 
 @dataclass
@@ -82,18 +83,11 @@ def read_benchmarks(results_dir: Path, paper: str) -> list[dict]:
 
 
 def tuning_edges(metrics: MetricsFile) -> list[dict]:
-    """Every tuned setting's grid-edge flag, read from the metrics (checklist item 12: an optimum at the
-    edge of its grid may lie outside it, and the report must say so). Papers record a 0/1 flag per
-    replicate under a name holding ``at_grid_edge`` (1 = edge) or ``tuned_interior.`` (1 = interior);
-    the share of replicates whose pick sat at an edge is shown, NaN replicates left out."""
+    """Every tuned setting's grid-edge flag (``core.tuning``), as the share of replicates whose pick sat
+    at an edge of its grid (NaN replicates left out)."""
     rows = []
     for name, m in sorted(metrics.metrics.items()):
-        if "at_grid_edge" in name:
-            flags = [v for v in m.values if not math.isnan(v)]
-        elif name.startswith("tuned_interior."):
-            flags = [1.0 - v for v in m.values if not math.isnan(v)]
-        else:
-            continue
+        flags = [f for f in (edge_flag(name, v) for v in m.values) if f is not None and not math.isnan(f)]
         if flags:
             rows.append({"metric": name, "edge_share": sum(flags) / len(flags), "n": len(flags),
                          "at_edge": any(f > 0 for f in flags)})

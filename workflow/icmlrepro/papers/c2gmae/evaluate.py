@@ -14,6 +14,7 @@ import pandas as pd
 
 from icmlrepro.core.io import read_json, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.tuning import at_grid_edge
 
 # Each part of C2-GMAE is the step between two adjacent rungs of the ladder.
 PARTS = {"pe": ("graphmae", "pe"), "density_masking": ("pe", "pe_density"),
@@ -83,6 +84,7 @@ def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None
     groups = {"": rungs.graph.unique().tolist(),
               ".heterophilic": rungs[rungs.heterophilic].graph.unique().tolist(),
               ".homophilic": rungs[~rungs.heterophilic].graph.unique().tolist()}
+    rungs = rungs.assign(lr_at_edge=[float(at_grid_edge(lr, s["train"]["lrs"])) for lr in rungs.lr])
     table = rungs.set_index(["rung", "graph", "seed"]).sort_index()
 
     def per_seed(col, rung, graphs):
@@ -112,6 +114,9 @@ def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None
                    description=f"linear-probe test accuracy of {rung} on {g} (learning rate chosen on validation)")
         mf.add(f"probe_acc.{rung}", per_seed("test_acc", rung, groups[""]), unit="fraction", direction="higher",
                description=f"linear-probe test accuracy of {rung}, mean over graphs")
+        mf.add(f"lr_at_grid_edge.{rung}", per_seed("lr_at_edge", rung, groups[""]), unit="fraction",
+               direction="none", description=f"share of graphs whose learning rate for {rung}, picked on "
+                                             f"validation accuracy, is an end of the lr grid")
         for col, unit, direction, what in (
                 ("consistency", "1 - TV distance", "higher", "consistency of neighbourhood-attention use across masks"),
                 ("min_bin_coverage", "fraction", "higher", "training coverage of the least-covered density bin"),

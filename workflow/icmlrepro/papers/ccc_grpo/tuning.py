@@ -16,6 +16,8 @@ from typing import Callable
 
 import numpy as np
 
+from icmlrepro.core.tuning import at_grid_edge
+
 from .model import predict
 
 
@@ -54,5 +56,5 @@ def tune_then_train(seeds: list[int], grid: list[float], fit: Callable, score: C
         save(seed, model, {**extra, "lr": lr, "train_seconds": time.perf_counter() - t0})
         val_by_seed[seed] = score(model)
     return {"grid": grid, "val_mae": scores, "chosen_lr": lr, "chosen_index": best,
-            "at_grid_edge": len(grid) > 1 and best in (0, len(grid) - 1), "tuned_on_seed": first,
+            "at_grid_edge": at_grid_edge(lr, grid), "tuned_on_seed": first,
             "val_mae_by_seed": {str(k): v for k, v in val_by_seed.items()}}

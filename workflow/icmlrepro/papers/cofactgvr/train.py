@@ -37,6 +37,7 @@ import torch
 
 from icmlrepro.core.io import atomic_path, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import at_grid_edge
 from icmlrepro.rl import grpo
 
 from .arms import ARMS
@@ -141,7 +142,7 @@ def tune(arm: str, train_split: dict, val_split: dict, s: dict, seed: int) -> tu
             for lr, r in runs.items()]
     best = max(rows, key=lambda r: (r["val_acc"], -r["lr"]))["lr"]  # ties: the smaller rate
     record = {"arm": arm, "seed": seed, "grid": rows, "chosen_lr": best,
-              "at_grid_edge": len(grid) > 1 and best in (grid[0], grid[-1])}
+              "at_grid_edge": at_grid_edge(best, grid)}
     return runs[best], record
 
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from icmlrepro.core.io import atomic_path, read_parquet, write_json
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import at_grid_edge
 
 from . import representations as R
 from .models import ARMS, build, inputs
@@ -114,4 +115,4 @@ def run(job) -> None:
     with atomic_path(job.output.models) as tmp:
         torch.save({"arm": arm, "lr": best, "seeds": out}, tmp)
     write_json(job.output.tuning, {"arm": arm, "grid": tuning, "chosen_lr": best,
-                                   "at_grid_edge": best in (min(s["lr_grid"]), max(s["lr_grid"]))})
+                                   "at_grid_edge": at_grid_edge(best, s["lr_grid"])})

@@ -178,6 +178,8 @@ def add_tuning(mf: MetricsFile, tuning: pd.DataFrame, seeds: list[int]) -> None:
         edge = " -- at the edge of the grid" if r.at_edge else ""
         mf.add(f"tuned_lr.{r.input}.{r.model}", [float(r.lr)] * len(seeds), unit="learning rate", direction="none",
                description=f"Adam learning rate chosen on the tuning stream's validation loss{edge}")
+        mf.add(f"lr_at_grid_edge.{r.input}.{r.model}", [float(bool(r.at_edge))] * len(seeds), unit="flag",
+               direction="none", description="1 if the chosen learning rate is the smallest or largest of lr_grid")
 
 
 def build_metrics(scores: pd.DataFrame, transfer: pd.DataFrame, tuning: pd.DataFrame, p,

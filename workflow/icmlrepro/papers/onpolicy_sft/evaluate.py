@@ -15,6 +15,7 @@ from scipy import stats
 
 from icmlrepro.core.io import read_json, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.tuning import at_grid_edge
 
 from .arms import ARMS, CORPORA
 
@@ -78,6 +79,8 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
         row[f"seconds.{arm}"] = arm_seconds(arm, grid, costs["generation_seconds"])
         g = grid[grid["arm"] == arm]
         row[f"chosen_lr.{arm}"] = float(g.loc[g["val_acc"].idxmax(), "lr"]) if g["val_acc"].notna().any() else np.nan
+        row[f"lr_at_grid_edge.{arm}"] = (float(at_grid_edge(row[f"chosen_lr.{arm}"], g["lr"]))
+                                         if g["val_acc"].notna().any() else np.nan)
     if OURS in arms:
         for other in ("sft", "dpo", "simpo"):
             if other in arms:
@@ -103,6 +106,8 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
         return unit, "lower", True, "CPU time: corpus generation + fine-tuning at the chosen learning rate"
     if head == "chosen_lr":
         return "learning rate", "none", False, "learning rate picked on in-domain validation accuracy"
+    if head == "lr_at_grid_edge":
+        return "flag", "none", False, "1 if the picked learning rate is the smallest or largest of the arm's grid"
     return "", "none", False, ""
 
 

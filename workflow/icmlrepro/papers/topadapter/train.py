@@ -17,6 +17,7 @@ import torch
 
 from icmlrepro.core.io import write_json
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import at_grid_edge
 
 from .backbone import new_backbone
 from .fitting import Classifier, accuracy, count_params, fit
@@ -46,11 +47,6 @@ def build(arm: str, state: dict | None, s: dict, n_classes: int) -> Classifier:
         for name, p in bb.named_parameters():
             p.requires_grad_("lora_" in name)
     return Classifier(bb, adapter, n_classes)
-
-
-def at_grid_edge(lr: float, grid) -> bool:
-    """True when ``lr`` is the lowest or highest rate of a grid of more than one rate (checklist 12)."""
-    return len(grid) > 1 and lr in (min(grid), max(grid))
 
 
 def _fix_noise(model: Classifier, seed: int, arm: str, what: str) -> None:
