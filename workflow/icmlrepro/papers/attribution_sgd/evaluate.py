@@ -15,6 +15,7 @@ from scipy import stats
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed
+from icmlrepro.core.tuning import at_grid_edge
 
 from .data import SHAPES
 from .models import FAMILIES
@@ -148,8 +149,8 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
                timing=True, description=f"training wall time ({hd}, {hm}, {arm})")
     best = [int(np.argmax([float(r.loc[(s, hd, hm, f"gd_reg{x:g}", "attack", "saliency"), "topk"]) for x in p["reg_lams"]]))
             for s in seeds]
-    mf.add("explicit_reg_best_lam_at_grid_edge", [float(len(p["reg_lams"]) > 1 and b in (0, len(p["reg_lams"]) - 1))
-                                                  for b in best], unit="flag", direction="none",
+    mf.add("explicit_reg_best_lam_at_grid_edge", [float(at_grid_edge(p["reg_lams"][b], p["reg_lams"])) for b in best],
+           unit="flag", direction="none",
            description="1 when the lam with the most robust saliency under attack is an end of the lam grid")
     mf.add("attack_linf_minus_eps", [float(t[t.seed == s]["attack_linf"].max()) - p["eps"] for s in seeds],
            unit="", direction="lower", description="largest L-inf size of an attack perturbation minus eps (<= 0)")

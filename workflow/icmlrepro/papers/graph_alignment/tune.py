@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from icmlrepro.core.io import write_parquet
+from icmlrepro.core.tuning import at_grid_edge
 
 from .train import train_one
 
@@ -29,7 +30,7 @@ def choose(table: pd.DataFrame, grid) -> pd.DataFrame:
     table["rounded_loss"] = table.loss.round(LOSS_DECIMALS)  # float32 noise on equal losses is a tie
     best = table.sort_values(["model", "rounded_loss", "grid_distance"]).groupby("model").head(1).index
     table["chosen"] = table.index.isin(best)
-    table["at_edge"] = table.chosen & table.lr.isin([grid[0], grid[-1]])
+    table["at_edge"] = table.chosen & table.lr.map(lambda lr: at_grid_edge(lr, grid))
     return table.drop(columns=["grid_distance", "rounded_loss"])
 
 

@@ -78,9 +78,9 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
     for arm in arms:
         row[f"seconds.{arm}"] = arm_seconds(arm, grid, costs["generation_seconds"])
         g = grid[grid["arm"] == arm]
-        row[f"chosen_lr.{arm}"] = float(g.loc[g["val_acc"].idxmax(), "lr"]) if g["val_acc"].notna().any() else np.nan
-        row[f"lr_at_grid_edge.{arm}"] = (float(at_grid_edge(row[f"chosen_lr.{arm}"], g["lr"]))
-                                         if g["val_acc"].notna().any() else np.nan)
+        lr = float(g.loc[g["val_acc"].idxmax(), "lr"]) if g["val_acc"].notna().any() else np.nan
+        row[f"chosen_lr.{arm}"] = lr
+        row[f"lr_at_grid_edge.{arm}"] = np.nan if np.isnan(lr) else float(at_grid_edge(lr, g["lr"]))
     if OURS in arms:
         for other in ("sft", "dpo", "simpo"):
             if other in arms:

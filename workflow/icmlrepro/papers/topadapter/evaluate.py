@@ -12,8 +12,9 @@ import pandas as pd
 
 from icmlrepro.core.io import read_json, write_parquet
 from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.tuning import at_grid_edge
 
-from .train import ARMS, at_grid_edge
+from .train import ARMS
 
 LABELS = {"head": "linear head only", "head_random": "head on a random-init backbone (floor)",
           "full_ft": "full fine-tuning", "lora": "LoRA (peft)", "idpt": "IDPT-style dynamic prompts",

@@ -7,9 +7,10 @@ import numpy as np
 
 from icmlrepro.core.figures import new_figure, save
 from icmlrepro.core.io import read_json, read_parquet
+from icmlrepro.core.tuning import at_grid_edge
 
 from .evaluate import LABELS
-from .train import BASELINES, TOPADAPTER_ARMS, at_grid_edge
+from .train import BASELINES, TOPADAPTER_ARMS
 
 ABLATIONS = [a for a in TOPADAPTER_ARMS]
 
