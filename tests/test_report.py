@@ -166,6 +166,50 @@ def test_tuning_optima_at_a_grid_edge_are_listed(tmp_path):
     assert out.select_one(".tuning-summary").get_text().startswith("2 of 4 tuned settings")
 
 
+def test_gates_power_and_decided_share_are_shown(tmp_path):
+    """A paper's gates table opens its section; a blocked claim reads not testable, names the gate and keeps
+    its values greyed; an inconclusive claim shows n*; the summary counts decided and blocked claims."""
+    from icmlrepro.core.metrics import MetricsFile
+
+    raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["claims"] = raw["claims"][:2]
+    for c in raw["claims"]:
+        c.pop("gates", None)
+    raw["gates"] = [{"id": "base_works", "why": "the baseline must beat chance",
+                     "all_of": [{"metric": "acc.base", "op": "between", "threshold": [0.3, 0.9],
+                                 "floor": 0.5, "ceiling": 1.0}]}]
+    raw["claims"][1]["gates"] = []
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "lec.yaml").write_text(yaml.safe_dump(raw))
+    mf = MetricsFile("lec", "smoke", replicates=[0, 1, 2])
+    mf.add("acc.base", [0.52, 0.5, 0.51])  # position 0.02 of the range: the gate fails
+    pc_raw = raw["claims"]
+    for cl in pc_raw:
+        for cond in cl["predicate"]["all_of"]:
+            for key in ("metric", "control"):
+                if key in cond and cond[key] not in mf.metrics:
+                    mf.add(cond[key], [0.0, 1.0, 2.0] if key == "metric" else [0.0, 0.0, 0.0], unit="fraction")
+    mf.write(tmp_path / "metrics.json")
+    sections = build_sections("smoke", ["lec"], {"lec__metrics": str(tmp_path / "metrics.json")}, tmp_path,
+                              0.95, "t", claims_dir=claims)
+    first, second = sections[0].results
+    assert first.verdict == V.NOT_TESTABLE and first.blocked_by and "gate base_works failed" in first.reason
+    assert not second.blocked_by and second.verdict != V.NOT_TESTABLE
+    prov = {"commit": "abc", "dirty": False, "config_hash": "h", "date": "d", "python": "3", "platform": "p",
+            "cpu": "c", "gpu": "none", "packages": {"torch": "x"}}
+    out = BeautifulSoup(render(sections, "smoke", prov, ROOT / "report" / "templates" / "report.html.j2", 0.95, "t"),
+                        "html.parser")
+    gate_row = out.select_one("tr.gate-row")
+    assert gate_row["data-gate-state"] == "fails" and first.claim.id in gate_row.get_text()
+    row = out.select_one(f'tr[data-claim="lec.{first.claim.id}"]')
+    assert "blocked" in row["class"] and "gate base_works failed" in row.get_text()
+    assert out.select_one(".blocked-count").get_text() == "1"
+    assert "of 2" in out.select_one(".decision").get_text()
+    assert second.verdict == V.INCONCLUSIVE and second.n_star == 7  # values 0, 1, 2 against 0: mean 1, sd 1
+    assert out.select(".seeds-needed") and "n* ≈ 7 seeds" in out.select_one(f'tr[data-claim="lec.{second.claim.id}"]').get_text()
+
+
 @pytest.mark.integration
 def test_snakemake_report_has_one_category_per_paper(smoke_run):
     out = smoke_run / "report" / "snakemake.html"

@@ -109,3 +109,123 @@ def test_missing_metric_names_paper_and_metric():
 def test_unimplemented_paper_is_not_run_never_passing():
     pc = PaperClaims("x", "X", "start", "setting", (claim(("m", ">", 0)),))
     assert [r.verdict for r in V.judge_paper(pc, None)] == [V.NOT_RUN]
+
+
+# --- gates, power and multiplicity -------------------------------------------------------------------
+
+from icmlrepro.core.claims import Gate, parse_claims  # noqa: E402
+from icmlrepro.core.power import N_CAP, replicates_to_decide  # noqa: E402
+
+
+def paper_with_gate(gate_conds, claim_gates=None, by_construction=None):
+    gate = Gate("baseline_band", "the main baseline must work", tuple(Condition(*c) if isinstance(c, tuple)
+                                                                      else c for c in gate_conds))
+    cl = claim(("gain", ">", 0.0), by_construction=by_construction)
+    if claim_gates is not None:
+        import dataclasses
+        cl = dataclasses.replace(cl, gates=tuple(claim_gates))
+    return PaperClaims("p", "P", "start", "setting", (cl,), gates=(gate,))
+
+
+def test_failed_gate_makes_the_claim_not_testable_and_names_it():
+    pc = paper_with_gate([("base_acc", ">", 0.5)])
+    mf = metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.2, 0.21, 0.19])
+    (r,) = V.judge_paper(pc, mf)
+    assert r.verdict == V.NOT_TESTABLE and r.ungated == V.REPRODUCED
+    assert r.reason.startswith("gate baseline_band failed: base_acc 0.2 [")
+    assert r.conditions and r.conditions[0].state == "holds"  # still computed, shown greyed
+    mf_ok = metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.8, 0.81, 0.79])
+    assert V.judge_paper(pc, mf_ok)[0].verdict == V.REPRODUCED
+
+
+def test_undecided_gate_blocks_too():
+    pc = paper_with_gate([("base_acc", ">", 0.5)])
+    (r,) = V.judge_paper(pc, metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.4, 0.6, 0.5]))
+    assert r.verdict == V.NOT_TESTABLE and "gate baseline_band undecided" in r.reason
+
+
+def test_planted_broken_baseline_trips_the_band_gate():
+    """A baseline below its trivial reference (measured in the same run) lies outside 0.3-0.9 of the range."""
+    band = Condition("acc.baseline", "between", (0.3, 0.9), floor="acc.trivial", ceiling=1.0)
+    pc = paper_with_gate([band])
+    working = metrics(gain=[0.3, 0.31, 0.29], **{"acc.baseline": [0.6, 0.62, 0.61], "acc.trivial": [0.2, 0.22, 0.2]})
+    broken = metrics(gain=[0.3, 0.31, 0.29], **{"acc.baseline": [0.15, 0.14, 0.16], "acc.trivial": [0.2, 0.22, 0.2]})
+    assert V.judge_paper(pc, working)[0].verdict == V.REPRODUCED
+    (r,) = V.judge_paper(pc, broken)
+    assert r.verdict == V.NOT_TESTABLE and "gate baseline_band failed" in r.reason
+    assert r.blocked_by[0].conditions[0].summary.mean < 0
+
+
+def test_gate_list_and_by_construction_default():
+    pc = paper_with_gate([("base_acc", ">", 0.5)], claim_gates=[])
+    assert V.judge_paper(pc, metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.2] * 3))[0].verdict == V.REPRODUCED
+    pc = paper_with_gate([("base_acc", ">", 0.5)], by_construction="a theorem of the operator")
+    r = V.judge_paper(pc, metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.2] * 3))[0]
+    assert r.verdict == V.HOLDS_BY_CONSTRUCTION
+
+
+def test_minus_condition_is_paired():
+    c = Condition("acc.sft", ">", 0.0, minus="acc.base")
+    mf = metrics(**{"acc.sft": [0.5, 0.7, 0.9], "acc.base": [0.4, 0.6, 0.8]})
+    r = V.judge_claim(Claim("c", "a quote of ten chars", "quantitative", {"text": "t"}, "s", (c,)), mf)
+    assert r.verdict == V.REPRODUCED and r.conditions[0].summary.mean == pytest.approx(0.1)
+
+
+def test_schema_rejects_a_claim_naming_an_undefined_gate():
+    import yaml
+    from .conftest import ROOT
+    raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["gates"] = [{"id": "g", "why": "a sanity condition", "all_of": [{"metric": "m", "op": ">", "threshold": 0}]}]
+    raw["claims"][0]["gates"] = ["nope"]
+    from icmlrepro.core.claims import ClaimsError
+    with pytest.raises(ClaimsError, match="nope"):
+        parse_claims(raw, "lec.yaml")
+    raw["claims"][0]["gates"] = ["g"]
+    assert parse_claims(raw, "lec.yaml").gates_of(parse_claims(raw, "lec.yaml").claims[0])[0].id == "g"
+
+
+def test_n_star_hand_case():
+    """mean 1, sd 1, threshold 0: the smallest n whose 95% t-interval excludes 0 is 7
+    (t(5)/sqrt(6) = 1.050 > 1, t(6)/sqrt(7) = 0.925 < 1)."""
+    assert replicates_to_decide(1.0, 1.0, 0.95) == 7
+    assert replicates_to_decide(0.0, 1.0, 0.95) is None
+    assert replicates_to_decide(1e-3, 1.0, 0.95) is None  # beyond the cap
+    assert replicates_to_decide(1.0, 0.0, 0.95) == 2
+
+
+def test_inconclusive_claim_reports_n_star_and_mean_on_threshold():
+    # three replicates with mean 1 and sd 1: undecided at n = 3; n* = 7
+    r = V.judge_claim(claim(("m", ">", 0.0)), metrics(m=[0.0, 1.0, 2.0]))
+    assert r.verdict == V.INCONCLUSIVE and r.n_star == 7
+    assert r.conditions[0].power.half_width == pytest.approx(2.4841, abs=1e-3)
+    r = V.judge_claim(claim(("m", ">", 1.0)), metrics(m=[0.0, 1.0, 2.0]))
+    assert r.verdict == V.INCONCLUSIVE and r.n_star is None and "mean sits on the threshold" in r.n_star_note
+    assert V.judge_claim(claim(("m", ">", 0.0)), metrics(m=[1.0, 1.1, 0.9])).n_star is None  # decided
+
+
+def test_failing_side_uses_the_bonferroni_level():
+    """With k = 9 tests a condition fails only over its 1 - 0.05/9 interval."""
+    conds = [(f"m{i}", ">", 0.0) for i in range(9)]
+    vals = {f"m{i}": [1.0, 1.1, 0.9] for i in range(8)}
+    vals["m8"] = [-0.3, -0.2, -0.4]  # fails over the 95% CI (hi -0.05), not over the 99.44% one
+    r = V.judge_claim(claim(*conds), metrics(**vals))
+    assert r.k == 9 and r.fail_level == pytest.approx(1 - 0.05 / 9)
+    assert r.verdict == V.INCONCLUSIVE and "multiplicity-adjusted" in r.reason
+    vals["m8"] = [-3.0, -3.1, -2.9]
+    r = V.judge_claim(claim(*conds), metrics(**vals))
+    assert r.verdict == V.NOT_REPRODUCED and "Bonferroni" in r.decided_by
+    # one condition alone still fails at 95%
+    assert V.judge_claim(claim(("m8", ">", 0.0)), metrics(m8=[-0.3, -0.2, -0.4])).verdict == V.NOT_REPRODUCED
+
+
+def test_nine_conditions_on_their_thresholds_rarely_fail():
+    """1,000 draws of a 9-condition claim, every condition centred on its threshold (3 seeds each):
+    'not reproduced' in at most 5% of draws (at the per-condition 95% level it would be about 20%)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    conds = claim(*[(f"m{i}", ">", 0.0) for i in range(9)])
+    fails = 0
+    for _ in range(1000):
+        mf = metrics(**{f"m{i}": rng.normal(0.0, 1.0, 3).tolist() for i in range(9)})
+        fails += V.judge_claim(conds, mf).verdict == V.NOT_REPRODUCED
+    assert fails <= 50, fails

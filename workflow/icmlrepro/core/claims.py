@@ -18,25 +18,60 @@ class ClaimsError(ValueError):
     """A claims file does not follow the schema."""
 
 
+Ref = str | float  # a metric of metrics.json (per replicate) or a fixed number
+
+
 @dataclass(frozen=True)
 class Condition:
-    """``metric op threshold`` over the CI; with a ``control`` (the metric on the arm where the claimed
-    cause is absent), the metric must also beat the control over the whole CI of their difference."""
+    """``quantity op threshold`` over the CI; with a ``control`` (the metric on the arm where the claimed
+    cause is absent), the quantity must also beat the control over the whole CI of their difference.
+
+    The quantity is the metric itself, or, computed per replicate so that the arms' shared seed-to-seed
+    spread cancels: ``metric - minus`` (e.g. a fine-tuned arm minus the base model), or its position
+    ``(metric - floor) / (ceiling - floor)`` between a trivial reference and a ceiling, each a metric of
+    the same run or a fixed number (chance level, a perfect score)."""
 
     metric: str
     op: str
     threshold: float | tuple[float, float]
     control: str | None = None
+    minus: str | None = None
+    floor: Ref | None = None
+    ceiling: Ref | None = None
+
+    @property
+    def quantity(self) -> str:
+        if self.minus:
+            return f"{self.metric} − {self.minus}"
+        if self.floor is not None:
+            return f"({self.metric} − {_ref(self.floor)}) / ({_ref(self.ceiling)} − {_ref(self.floor)})"
+        return self.metric
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric of metrics.json the condition reads."""
+        return tuple(m for m in (self.metric, self.control, self.minus, self.floor, self.ceiling)
+                     if isinstance(m, str))
 
     def describe(self) -> str:
         if self.op == "between":
             lo, hi = self.threshold
-            return f"{self.metric} in [{lo:g}, {hi:g}]"
-        return f"{self.metric} {self.op} {self.threshold:g}"
+            return f"{self.quantity} in [{lo:g}, {hi:g}]"
+        return f"{self.quantity} {self.op} {self.threshold:g}"
 
     def describe_control(self) -> str:
         side = ">" if self.op in (">", ">=") else "<"
         return f"{self.metric} {side} {self.control}" if self.control else ""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A calibration condition of a paper's miniature (the main baseline between its trivial reference and
+    the ceiling, an arm that learned something): claims that rely on it are judged only when it holds."""
+
+    id: str
+    why: str
+    conditions: tuple[Condition, ...]
 
 
 @dataclass(frozen=True)
@@ -51,6 +86,7 @@ class Claim:
     metric_note: str = ""
     no_control: str | None = None
     by_construction: str | None = None
+    gates: tuple[str, ...] | None = None  # gate ids it relies on; None: every gate of its paper
 
     @property
     def controls(self) -> tuple[str, ...]:
@@ -71,9 +107,18 @@ class PaperClaims:
     code: str | None = None
     scale_gap: str = ""
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    gates: tuple[Gate, ...] = ()
 
     def metrics_needed(self) -> list[str]:
-        return sorted({m for cl in self.claims for c in cl.conditions for m in (c.metric, c.control) if m})
+        conds = [c for cl in self.claims for c in cl.conditions] + [c for g in self.gates for c in g.conditions]
+        return sorted({m for c in conds for m in c.metrics})
+
+    def gates_of(self, claim: Claim) -> tuple[Gate, ...]:
+        """The gates a claim relies on: those it names, else every gate of the paper; a property that
+        holds by construction relies on none unless it names them (no calibration can make it hold)."""
+        if claim.gates is None:
+            return () if claim.by_construction else self.gates
+        return tuple(g for g in self.gates if g.id in claim.gates)
 
 
 def claims_schema() -> dict:
@@ -86,23 +131,41 @@ def parse_claims(raw: dict, source: str = "<claims>") -> PaperClaims:
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
         raise ClaimsError(f"{source}: {where}: {exc.message}") from None
+    gates = tuple(Gate(g["id"], g["why"], _conditions(g["all_of"])) for g in raw.get("gates", []))
+    gate_ids = [g.id for g in gates]
+    if len(set(gate_ids)) != len(gate_ids):
+        raise ClaimsError(f"{source}: gates: duplicate gate ids {sorted(gate_ids)}")
     claims = []
     for c in raw["claims"]:
-        conds = tuple(
-            Condition(d["metric"], d["op"],
-                      tuple(d["threshold"]) if isinstance(d["threshold"], list) else float(d["threshold"]),
-                      d.get("control"))
-            for d in (c.get("predicate") or {}).get("all_of", [])
-        )
-        claim = Claim(c["id"], c["quote"], c["kind"], c["claimed"], c["setting"], conds,
+        claim = Claim(c["id"], c["quote"], c["kind"], c["claimed"], c["setting"],
+                      _conditions((c.get("predicate") or {}).get("all_of", [])),
                       c.get("not_testable"), c.get("metric_note", ""), c.get("no_control"),
-                      c.get("by_construction"))
+                      c.get("by_construction"), tuple(c["gates"]) if "gates" in c else None)
         if claim.by_construction and (claim.controls or claim.no_control):
             raise ClaimsError(f"{source}: claims/{claim.id}: a property that holds by construction has no "
                               "control (drop 'control'/'no_control' or 'by_construction')")
+        unknown = [g for g in claim.gates or () if g not in gate_ids]
+        if unknown:
+            raise ClaimsError(f"{source}: claims/{claim.id}: gates {unknown} are not defined under 'gates' "
+                              f"(defined: {gate_ids})")
         claims.append(claim)
     return PaperClaims(raw["paper"], raw["title"], raw["abstract_start"], raw["setting"], tuple(claims),
-                       raw.get("code"), raw.get("scale_gap", ""), tuple(raw.get("assumptions", [])))
+                       raw.get("code"), raw.get("scale_gap", ""), tuple(raw.get("assumptions", [])), gates)
+
+
+def _ref(x: Ref | None) -> str:
+    return f"{x:g}" if isinstance(x, (int, float)) else str(x)
+
+
+def _conditions(raw: list[dict]) -> tuple[Condition, ...]:
+    def ref(x):
+        return x if x is None or isinstance(x, str) else float(x)
+
+    return tuple(
+        Condition(d["metric"], d["op"],
+                  tuple(d["threshold"]) if isinstance(d["threshold"], list) else float(d["threshold"]),
+                  d.get("control"), d.get("minus"), ref(d.get("floor")), ref(d.get("ceiling")))
+        for d in raw)
 
 
 def load_claims(paper: str, directory: Path | None = None) -> PaperClaims:

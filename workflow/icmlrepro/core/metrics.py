@@ -127,6 +127,7 @@ class Summary:
     n: int
     n_nan: int
     method: str
+    sd: float = math.nan  # sample standard deviation of the replicates (0 for identical values)
 
     @property
     def half_width(self) -> float:
@@ -151,18 +152,18 @@ def summarize(values: Iterable[float], level: float = 0.95, method: str = "t",
     if n == 1:
         return Summary(mean, mean, mean, 1, nan, "single")
     if np.all(arr == arr[0]):  # zero variance: the interval is the point (no rounding noise)
-        return Summary(float(arr[0]), float(arr[0]), float(arr[0]), n, nan, method)
+        return Summary(float(arr[0]), float(arr[0]), float(arr[0]), n, nan, method, 0.0)
     sd = float(arr.std(ddof=1))
     if not math.isfinite(sd):
-        return Summary(mean, math.nan, math.nan, n, nan, method)
+        return Summary(mean, math.nan, math.nan, n, nan, method, sd)
     if method == "t":
         half = float(stats.t.ppf(0.5 + level / 2, df=n - 1)) * sd / math.sqrt(n)
-        return Summary(mean, mean - half, mean + half, n, nan, "t")
+        return Summary(mean, mean - half, mean + half, n, nan, "t", sd)
     if method == "bootstrap":
         rng = np.random.default_rng(seed)
         means = arr[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
         lo, hi = np.quantile(means, [(1 - level) / 2, 0.5 + level / 2])
-        return Summary(mean, float(lo), float(hi), n, nan, "bootstrap")
+        return Summary(mean, float(lo), float(hi), n, nan, "bootstrap", sd)
     raise ValueError(f"unknown CI method {method!r} (allowed: t, bootstrap)")
 
 
@@ -184,8 +185,10 @@ def summarize_difference(a: Iterable[float], b: Iterable[float], level: float = 
     fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
     va, vb = fa.var(ddof=1) / fa.size, fb.var(ddof=1) / fb.size
     mean = float(fa.mean() - fb.mean())
+    n = min(sa.n, sb.n)
     if va + vb == 0:
-        return Summary(mean, mean, mean, min(sa.n, sb.n), nan, "welch")
+        return Summary(mean, mean, mean, n, nan, "welch", 0.0)
     dof = (va + vb) ** 2 / (va ** 2 / (fa.size - 1) + vb ** 2 / (fb.size - 1))
     half = float(stats.t.ppf(0.5 + level / 2, df=dof)) * math.sqrt(va + vb)
-    return Summary(mean, mean - half, mean + half, min(sa.n, sb.n), nan, "welch")
+    # sd: the spread that gives the same standard error at n replicates per arm (for sizing seeds)
+    return Summary(mean, mean - half, mean + half, n, nan, "welch", math.sqrt((va + vb) * n))

@@ -22,6 +22,7 @@ from .claims import PaperClaims, load_all_claims
 from .io import atomic_path, read_json
 from .metrics import MetricsFile, load_metrics
 from .paths import repo_root
+from .power import N_CAP
 from .provenance import collect
 from .tuning import edge_flag
 
@@ -37,6 +38,7 @@ class PaperSection:
     replicate: str = "seed"
     units: dict[str, str] = field(default_factory=dict)  # metric -> unit, from metrics.json
     tuning: list[dict] = field(default_factory=list)  # tuned settings and how often each sat at a grid edge
+    gates: list[V.GateResult] = field(default_factory=list)  # the paper's calibration gates, judged
 
     @property
     def counts(self) -> dict[str, int]:
@@ -44,6 +46,11 @@ class PaperSection:
         for r in self.results:
             out[r.verdict] += 1
         return out
+
+    @property
+    def blocked(self) -> int:
+        """Claims that read "not testable at this scale" because a gate they rely on did not hold."""
+        return sum(bool(r.blocked_by) for r in self.results)
 
     def claimed_comparable(self, claim) -> bool:
         """Whether the claim's stated number may sit beside the measurement: same unit as the metric of
@@ -112,6 +119,7 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
                 f"expected {paper!r} at {scale!r}")
         status = "run" if metrics else ("not configured" if paper not in papers else "not implemented")
         sec = PaperSection(pc, V.judge_paper(pc, metrics, level=ci_level, method=ci_method), status)
+        sec.gates = list(V.judge_gates(pc, metrics, level=ci_level, method=ci_method).values())
         if metrics:
             figs = sorted(k for k in inputs if k.startswith(f"{paper}__figure"))
             sec.figures = [figure_entry(Path(inputs[k])) for k in figs]
@@ -124,6 +132,22 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
     return sections
 
 
+def decision_summary(sections: list[PaperSection]) -> dict:
+    """The share of claims that ran and were decided, the claims a gate blocked, and the seeds each
+    undecided claim would need (``core.power``)."""
+    ran = [(s, r) for s in sections for r in s.results if r.verdict != V.NOT_RUN]
+    decided = [r for _, r in ran if r.decided]
+    undecided = [{"paper": s.claims.paper, "claim": r.claim.id, "n": max((c.summary.n for c in r.conditions),
+                                                                         default=0),
+                  "n_star": r.n_star, "note": r.n_star_note}
+                 for s, r in ran if r.verdict == V.INCONCLUSIVE]
+    return {"ran": len(ran), "decided": len(decided),
+            "share": len(decided) / len(ran) if ran else math.nan,
+            "blocked": sum(bool(r.blocked_by) for _, r in ran),
+            "declared_not_testable": sum(r.verdict == V.NOT_TESTABLE and not r.blocked_by for _, r in ran),
+            "undecided": sorted(undecided, key=lambda u: (u["n_star"] is None, u["n_star"] or 0))}
+
+
 def render(sections: list[PaperSection], scale: str, provenance: dict, template: Path, ci_level: float,
            ci_method: str) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template.parent)),
@@ -134,7 +158,7 @@ def render(sections: list[PaperSection], scale: str, provenance: dict, template:
     totals = {v: sum(s.counts[v] for s in sections) for v in V.VERDICTS}
     return env.get_template(template.name).render(
         sections=sections, scale=scale, prov=provenance, verdicts=V.VERDICTS, totals=totals,
-        ci_level=ci_level, ci_method=ci_method)
+        ci_level=ci_level, ci_method=ci_method, decision=decision_summary(sections), n_cap=N_CAP)
 
 
 def run(job) -> None:
