@@ -166,7 +166,7 @@ def test_tuning_optima_at_a_grid_edge_are_listed(tmp_path):
     assert out.select_one(".tuning-summary").get_text().startswith("2 of 4 tuned settings")
 
 
-def test_gates_power_and_decided_share_are_shown(tmp_path):
+def test_gates_power_and_decided_share_are_shown(tmp_path, capsys):
     """A paper's gates table opens its section; a blocked claim reads not testable, names the gate and keeps
     its values greyed; an inconclusive claim shows n*; the summary counts decided and blocked claims."""
     from icmlrepro.core.metrics import MetricsFile
@@ -206,6 +206,12 @@ def test_gates_power_and_decided_share_are_shown(tmp_path):
     assert "blocked" in row["class"] and "gate base_works failed" in row.get_text()
     assert out.select_one(".blocked-count").get_text() == "1"
     assert "of 2" in out.select_one(".decision").get_text()
+    from icmlrepro.core.cli import main
+    mf.write(tmp_path / "res" / "lec" / "metrics.json")
+    main(["verdicts", "--scale", "smoke", "--results", str(tmp_path / "res"), "--claims", str(claims)])
+    text = capsys.readouterr().out
+    assert "gate base_works: fails" in text and f"{first.claim.id}: not testable at this scale (ungated:" in text
+    assert "decided 0 of 2 that ran; blocked by a gate 1" in text
     assert second.verdict == V.INCONCLUSIVE and second.n_star == 7  # values 0, 1, 2 against 0: mean 1, sd 1
     assert out.select(".seeds-needed") and "n* ≈ 7 seeds" in out.select_one(f'tr[data-claim="lec.{second.claim.id}"]').get_text()
 

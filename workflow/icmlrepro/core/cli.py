@@ -177,9 +177,20 @@ def main(argv: list[str] | None = None) -> int:
                                              "names file, line and column of a problem")
     cc.add_argument("files", nargs="+", metavar="FILE")
     cc.add_argument("--base", help="the workflow config the files override (default: config/config.yaml)")
+    vd = sub.add_parser("verdicts", help="print every paper's gates and verdicts from results/<scale>/*/metrics.json")
+    vd.add_argument("--scale", default="default")
+    vd.add_argument("--results", help="results directory (default: results/<scale>)")
+    vd.add_argument("--claims", help="claims directory (default: resources/claims)")
     args = parser.parse_args(argv)
     if args.command == "check-config":
         return check_config(args.files, args.base)
+    if args.command == "verdicts":
+        from .report import sections_from_results, text_summary
+
+        results = Path(args.results) if args.results else repo_root() / "results" / args.scale
+        print(text_summary(sections_from_results(args.scale, results,
+                                                 claims_dir=Path(args.claims) if args.claims else None)))
+        return 0
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     spec = {**json.loads(args.spec), "params": json.loads(args.settings)}

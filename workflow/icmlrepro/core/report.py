@@ -133,9 +133,9 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
 
 
 def decision_summary(sections: list[PaperSection]) -> dict:
-    """The share of claims that ran and were decided, the claims a gate blocked, and the seeds each
+    """The share of the claims of papers that ran that were decided, the claims a gate blocked, and the seeds each
     undecided claim would need (``core.power``)."""
-    ran = [(s, r) for s in sections for r in s.results if r.verdict != V.NOT_RUN]
+    ran = [(s, r) for s in sections if s.status == "run" for r in s.results]
     decided = [r for _, r in ran if r.decided]
     undecided = [{"paper": s.claims.paper, "claim": r.claim.id, "n": max((c.summary.n for c in r.conditions),
                                                                          default=0),
@@ -146,6 +146,35 @@ def decision_summary(sections: list[PaperSection]) -> dict:
             "blocked": sum(bool(r.blocked_by) for _, r in ran),
             "declared_not_testable": sum(r.verdict == V.NOT_TESTABLE and not r.blocked_by for _, r in ran),
             "undecided": sorted(undecided, key=lambda u: (u["n_star"] is None, u["n_star"] or 0))}
+
+
+def text_summary(sections: list[PaperSection]) -> str:
+    """The gates and verdicts as plain text, one line each (``python -m icmlrepro verdicts``)."""
+    lines = []
+    for s in sections:
+        lines.append(f"== {s.claims.paper} ({s.status})")
+        for g in s.gates:
+            lines.append(f"  gate {g.gate.id}: {g.state}" + ("" if g.state == "holds" else f" - {g.reason}")
+                         + "".join(f"\n    {c.condition.describe()}: {fmt(c.summary.mean)} "
+                                   f"[{fmt(c.summary.lo)}, {fmt(c.summary.hi)}] {c.state}" for c in g.conditions))
+        for r in s.results:
+            extra = f" (ungated: {r.ungated})" if r.blocked_by else ""
+            extra += f"; n*: {r.n_star_note}" if r.n_star_note else ""
+            lines.append(f"  {r.claim.id}: {r.verdict}{extra}")
+    d = decision_summary(sections)
+    totals = {v: sum(s.counts[v] for s in sections) for v in V.VERDICTS}
+    lines.append("totals: " + ", ".join(f"{v} {n}" for v, n in totals.items()))
+    lines.append(f"decided {d['decided']} of {d['ran']} that ran; blocked by a gate {d['blocked']}; "
+                 f"declared not testable {d['declared_not_testable']}; inconclusive {len(d['undecided'])}")
+    return "\n".join(lines)
+
+
+def sections_from_results(scale: str, results_dir: Path, ci_level: float = 0.95, ci_method: str = "t",
+                          claims_dir: Path | None = None) -> list[PaperSection]:
+    """Sections for every paper whose ``metrics.json`` exists under ``results_dir`` (no figures)."""
+    papers = sorted(p.parent.name for p in results_dir.glob("*/metrics.json"))
+    inputs = {f"{p}__metrics": str(results_dir / p / "metrics.json") for p in papers}
+    return build_sections(scale, papers, inputs, results_dir, ci_level, ci_method, claims_dir)
 
 
 def render(sections: list[PaperSection], scale: str, provenance: dict, template: Path, ci_level: float,
