@@ -3,7 +3,7 @@
 import pytest
 
 from icmlrepro.core import verdicts as V
-from icmlrepro.core.claims import Claim, Condition, PaperClaims, load_claims
+from icmlrepro.core.claims import Claim, Condition, Gate, PaperClaims, load_claims
 from icmlrepro.core.metrics import MetricsError, MetricsFile
 
 
@@ -109,11 +109,14 @@ def test_missing_metric_names_paper_and_metric():
 def test_unimplemented_paper_is_not_run_never_passing():
     pc = PaperClaims("x", "X", "start", "setting", (claim(("m", ">", 0)),))
     assert [r.verdict for r in V.judge_paper(pc, None)] == [V.NOT_RUN]
+    gated = PaperClaims("x", "X", "start", "setting", (claim(("m", ">", 0)),),
+                        gates=(Gate("g", "a sanity condition", (Condition("m", ">", 0.0),)),))
+    assert [r.verdict for r in V.judge_paper(gated, None)] == [V.NOT_RUN]
 
 
 # --- gates, power and multiplicity -------------------------------------------------------------------
 
-from icmlrepro.core.claims import Gate, parse_claims  # noqa: E402
+from icmlrepro.core.claims import parse_claims  # noqa: E402
 from icmlrepro.core.power import N_CAP, replicates_to_decide  # noqa: E402
 
 
@@ -175,6 +178,8 @@ def test_schema_rejects_a_claim_naming_an_undefined_gate():
     import yaml
     from .conftest import ROOT
     raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["claims"] = raw["claims"][:1]
+    raw["claims"][0].pop("gates", None)
     raw["gates"] = [{"id": "g", "why": "a sanity condition", "all_of": [{"metric": "m", "op": ">", "threshold": 0}]}]
     raw["claims"][0]["gates"] = ["nope"]
     from icmlrepro.core.claims import ClaimsError

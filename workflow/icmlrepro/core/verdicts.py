@@ -302,7 +302,8 @@ def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[Clai
                 f"needed by resources/claims/{pc.paper}.yaml"
             )
     gates = judge_gates(pc, metrics, **kw)
-    return [judge_claim(c, metrics, gates=tuple(gates[g.id] for g in pc.gates_of(c)), **kw) for c in pc.claims]
+    return [judge_claim(c, metrics, gates=tuple(gates[g.id] for g in pc.gates_of(c) if g.id in gates), **kw)
+            for c in pc.claims]
 
 
 def judge_gates(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> dict[str, GateResult]:
