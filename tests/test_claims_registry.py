@@ -159,3 +159,59 @@ def test_claimed_numbers_name_their_source(paper):
         ok = any(abs(x - value) < 1e-9 or abs(x / 100 - value) < 1e-9 or abs(x - 100 * value) < 1e-6
                  for x in numbers)
         assert ok, f"{paper}.{c.id}: claimed value {value} is not in the quote; give claimed.source"
+
+
+@pytest.mark.parametrize("paper", implemented_papers())
+def test_each_paper_has_gates(paper):
+    """Checklist 15: every implemented paper names calibration gates, each with a reason."""
+    pc = load_all_claims()[paper]
+    assert pc.gates, f"{paper}: no gates"
+    assert all(len(g.why) >= 10 for g in pc.gates)
+
+
+def planted_gate_metrics(cond, passing: bool):
+    """Three replicates of the metrics one gate condition reads, placing its quantity inside (passing) or
+    outside its threshold by 1 in the condition's own units (references: minus 0; a floor or ceiling that is a
+    metric one unit from the other end)."""
+    from icmlrepro.core.metrics import MetricsFile
+
+    if cond.op == "between":
+        q = sum(cond.threshold) / 2 if passing else cond.threshold[1] + 1.0
+    else:
+        up = cond.op in (">", ">=")
+        q = cond.threshold + (1.0 if up == passing else -1.0)
+    lo = cond.floor if isinstance(cond.floor, float) else None
+    hi = cond.ceiling if isinstance(cond.ceiling, float) else None
+    lo = lo if lo is not None else (hi - 1.0 if hi is not None else 0.0)  # a range of 1 (or -1 for errors)
+    hi = hi if hi is not None else lo + 1.0
+    mf = MetricsFile("p", "smoke", replicates=[0, 1, 2])
+    refs = {cond.minus: 0.0, cond.floor: lo, cond.ceiling: hi}
+    for name, v in refs.items():
+        if isinstance(name, str):
+            mf.add(name, [v] * 3)
+    value = lo + q * (hi - lo) if cond.floor is not None else q
+    mf.add(cond.metric, [value + d for d in (0.0, 0.01, -0.01)])
+    if cond.control:
+        mf.add(cond.control, [value - (1.0 if cond.op in (">", ">=") else -1.0)] * 3)
+    return mf
+
+
+@pytest.mark.parametrize("paper", implemented_papers())
+def test_each_gate_condition_can_pass_and_fail_and_blocks_its_claims(paper):
+    """Each gate condition of the real claims files, alone: planted values inside its threshold hold, values
+    outside fail, and a claim relying on the failed gate reads `not testable at this scale`, naming it."""
+    import dataclasses
+
+    from icmlrepro.core import verdicts as V
+
+    pc = load_all_claims()[paper]
+    for gate in pc.gates:
+        for cond in gate.conditions:
+            single = dataclasses.replace(gate, conditions=(cond,))
+            assert V.judge_gate(single, planted_gate_metrics(cond, True)).state == "holds", (gate.id, cond)
+            failed = V.judge_gate(single, planted_gate_metrics(cond, False))
+            assert failed.state == "fails", (gate.id, cond)
+            for claim in (c for c in pc.claims if gate in pc.gates_of(c) and c.conditions):
+                blocked = V.apply_gates(V.ClaimResult(claim, V.REPRODUCED, ungated=V.REPRODUCED), (failed,))
+                assert blocked.verdict == V.NOT_TESTABLE and f"gate {gate.id} failed" in blocked.reason
+                assert blocked.ungated == V.REPRODUCED

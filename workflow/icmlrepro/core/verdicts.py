@@ -254,7 +254,7 @@ def _by_construction(claim: Claim, metrics: MetricsFile) -> ClaimResult:
                        HOLDS_BY_CONSTRUCTION, decided_by="every replicate satisfies it")
 
 
-def _blocked(result: ClaimResult, gates: tuple[GateResult, ...]) -> ClaimResult:
+def apply_gates(result: ClaimResult, gates: tuple[GateResult, ...]) -> ClaimResult:
     """The claim as ``not testable at this scale`` when a gate it relies on did not hold."""
     blocking = tuple(g for g in gates if g.state != "holds")
     if not blocking:
@@ -272,7 +272,7 @@ def judge_claim(claim: Claim, metrics: MetricsFile | None, level: float = 0.95,
     if metrics is None:
         return ClaimResult(claim, NOT_RUN, reason="no metrics at this scale", ungated=NOT_RUN)
     if claim.by_construction:
-        return _blocked(_by_construction(claim, metrics), gates)
+        return apply_gates(_by_construction(claim, metrics), gates)
     results, k, fail_level = _judge_conditions(claim.conditions, metrics, level, method)
     verdict = {"holds": REPRODUCED, "fails": NOT_REPRODUCED, "undecided": INCONCLUSIVE}[
         _combine(r.state for r in results)]
@@ -288,7 +288,7 @@ def judge_claim(claim: Claim, metrics: MetricsFile | None, level: float = 0.95,
     }[verdict]
     result = ClaimResult(claim, verdict, tuple(results), reason, verdict, (), k, fail_level, n_star, n_note,
                          decided_by)
-    return _blocked(result, gates)
+    return apply_gates(result, gates)
 
 
 def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[ClaimResult]:
