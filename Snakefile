@@ -39,3 +39,6 @@ rule all:
     default_target: True
     input:
         REPORT_HTML,
+        # every configured paper's metrics and figures: a failed rerun (whose outputs Snakemake deletes) is
+        # redone by the next plain command, and the report with it (report.smk)
+        PAPER_TARGETS,

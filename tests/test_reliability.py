@@ -20,7 +20,7 @@ import yaml
 
 from icmlrepro.core.io import read_parquet
 
-from .conftest import ROOT, copy_workflow, snakemake
+from .conftest import ROOT, copy_workflow, non_timing, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -158,6 +158,24 @@ def test_stage_killed_mid_write_leaves_no_output_and_rerun_cleans_up(lec_run, tm
     pd.testing.assert_frame_equal(read_parquet(work / target), original)
     log = (work / LEC / "logs" / "lec_data.log").read_text()
     assert "left by an interrupted attempt" in log and f"code from {work.resolve()}/workflow/icmlrepro" in log
+
+
+def test_failed_rerun_is_redone_by_the_next_plain_command(lec_run, tmp_path):
+    """The README's code-change flow fails (`--forcerun lec_eval` raises): Snakemake deletes the job's outputs,
+    and the next plain command must redo lec_eval and the report, not say "Nothing to be done" because the
+    old report is still on disk (issue 43, item 1)."""
+    work = clone(lec_run, tmp_path / "w")
+    metrics = work / LEC / "metrics.json"
+    before = non_timing(metrics)
+    marker = tmp_path / "attempts.txt"
+    proc = snakemake(work, "--cores", "1", *CONFIG, "--forcerun", "lec_eval", "--retries", "0",
+                     env={**os.environ, "ICMLREPRO_FAIL_ONCE": f"lec.evaluate:{marker}"}, check=False)
+    assert proc.returncode != 0 and marker.exists()
+    assert not metrics.exists() and (work / REPORT).exists()  # outputs gone, the old report still there
+    assert {"lec_eval", "report"} <= planned(work)
+    snakemake(work, "--cores", "1", *CONFIG)
+    assert non_timing(metrics) == before  # the same numbers, timings aside
+    assert planned(work) == set()
 
 
 def test_corrupt_intermediate_prints_the_command_that_fixes_it(lec_run, tmp_path):

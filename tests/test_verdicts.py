@@ -234,3 +234,9 @@ def test_nine_conditions_on_their_thresholds_rarely_fail():
         mf = metrics(**{f"m{i}": rng.normal(0.0, 1.0, 3).tolist() for i in range(9)})
         fails += V.judge_claim(conds, mf).verdict == V.NOT_REPRODUCED
     assert fails <= 50, fails
+
+
+def test_gate_reason_names_a_failing_condition_before_an_undecided_one():
+    gate = Gate("g", "a sanity condition", (Condition("a", ">", 0.0), Condition("b", ">", 0.0)))
+    r = V.judge_gate(gate, metrics(a=[-0.1, 0.1, 0.05], b=[-1.0, -1.1, -0.9]))
+    assert r.state == "fails" and r.reason.startswith("gate g failed: b -1 [")

@@ -3,6 +3,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # the package, also when not installed
 
@@ -116,6 +117,15 @@ def report_inputs(wildcards):
         for i, fig in enumerate(outs["figures"]):
             inputs[f"{paper}__figure{i}"] = expand(fig, scale=wildcards.scale)[0]
     return inputs
+
+
+def paper_targets(scale):
+    """Every configured paper's metrics and figures at ``scale``. The default target names them beside the
+    report: when a rerun of a stage fails, Snakemake deletes that job's outputs, and a report that is still
+    on disk would otherwise make the next plain run say "Nothing to be done" (a present target with missing
+    inputs is not rebuilt), leaving the report showing numbers whose metrics are gone."""
+    inputs = report_inputs(SimpleNamespace(scale=scale))
+    return [v for k, v in inputs.items() if k.endswith("__metrics") or "__figure" in k]
 
 
 def report_settings(wildcards):

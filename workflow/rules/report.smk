@@ -1,6 +1,5 @@
 # The final rule: one self-contained HTML report per scale, comparing measured and claimed numbers.
 
-
 rule report:
     input:
         # every configured paper's metrics and figures, and the claims files, claims schema and
@@ -26,3 +25,6 @@ rule report:
 
 
 REPORT_HTML = expand(rules.report.output.html, scale=SCALE)
+
+
+PAPER_TARGETS = paper_targets(SCALE)

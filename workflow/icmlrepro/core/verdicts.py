@@ -79,9 +79,11 @@ class GateResult:
 
     @property
     def reason(self) -> str:
-        """"gate <id> failed: <quantity> <mean> [CI] vs <threshold>" for its first condition that does not hold."""
+        """"gate <id> failed: <quantity> <mean> [CI] vs <threshold>" for its first failing condition (else its
+        first undecided one)."""
         word = {"fails": "failed", "undecided": "undecided", "holds": "holds"}[self.state]
-        bad = next((c for c in self.conditions if c.state != "holds"), None)
+        bad = next((c for c in self.conditions if c.state == "fails"),
+                   next((c for c in self.conditions if c.state != "holds"), None))
         if bad is None:
             return f"gate {self.gate.id} {word}"
         s, cond = bad.summary, bad.condition
