@@ -33,6 +33,35 @@ def test_truncated_parquet_names_the_file(tmp_path):
     assert "rerun" in str(exc.value)
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "json", "npz", "torch", "png"])
+def test_truncated_file_of_each_format_names_the_file_and_its_rebuild_command(tmp_path, fmt):
+    """One reader per format (issue 43 item 2): a truncated file fails with its name and the command,
+    never a bare ``zipfile.BadZipFile`` or pickle error."""
+    import numpy as np
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from icmlrepro.core import io
+
+    path = tmp_path / f"intermediate.{fmt}"
+    write, read = {
+        "parquet": (lambda p: io.write_parquet(p, pd.DataFrame({"a": range(2000)})), io.read_parquet),
+        "json": (lambda p: io.write_json(p, {"a": list(range(200))}), io.read_json),
+        "npz": (lambda p: io.write_npz(p, {"x": np.arange(5000.0)}), io.read_npz),
+        "torch": (lambda p: io.write_torch(p, {"w": torch.arange(5000.0)}), io.read_torch),
+        "png": (lambda p: (plt.plot([0, 1]), plt.savefig(p), plt.close()), io.read_png),
+    }[fmt]
+    write(path)
+    read(path)  # whole: reads
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptIntermediateError) as exc:
+        read(path)
+    assert str(path) in str(exc.value) and rebuild_command(path) in str(exc.value)
+
+
 def test_garbled_json_names_the_file(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text('{"contract": 1, "pap')

@@ -168,40 +168,96 @@ def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
+def _read(path: str | os.PathLike, kind: str, load):
+    """``load(path)``, naming the file and its rebuild command when it is missing or cannot be read as
+    ``kind`` (readers of truncated files raise many exception types: zipfile, pickle, pyarrow, EOF)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: missing intermediate; {rebuild_hint(path)}")
     try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several types for truncated/garbled files
+        return load(path)
+    except Exception as exc:
         raise CorruptIntermediateError(
-            f"{path}: cannot be read as parquet ({type(exc).__name__}: {exc}); "
+            f"{path}: cannot be read as {kind} ({type(exc).__name__}: {exc}); "
             f"the file is corrupt or truncated; {rebuild_hint(path)}"
         ) from exc
 
 
-def write_npz(path: str | os.PathLike, arrays: dict) -> None:
-    """Named numpy arrays as one compressed ``.npz``, written atomically."""
+def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
+    return _read(path, "parquet", pd.read_parquet)
+
+
+def write_npz(path: str | os.PathLike, arrays: dict, compress: bool = True) -> None:
+    """Named numpy arrays as one ``.npz``, written atomically."""
     import numpy as np
 
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+            (np.savez_compressed if compress else np.savez)(fh, **arrays)
 
 
 def read_npz(path: str | os.PathLike) -> dict:
     """Every array of an ``.npz`` (loaded, so the file is closed); a corrupt file names its rebuild command."""
     import numpy as np
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: missing intermediate; {rebuild_hint(path)}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
+    def load(p: Path) -> dict:
+        with np.load(p, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except Exception as exc:  # zipfile / numpy raise several types for truncated files
-        raise CorruptIntermediateError(
-            f"{path}: cannot be read as npz ({type(exc).__name__}: {exc}); "
-            f"the file is corrupt or truncated; {rebuild_hint(path)}"
-        ) from exc
+
+    return _read(path, "npz", load)
+
+
+def write_torch(path: str | os.PathLike, obj: Any) -> None:
+    """A checkpoint (state dicts, tensors, plain data) with ``torch.save``, written atomically."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def read_torch(path: str | os.PathLike, weights_only: bool = False) -> Any:
+    """A checkpoint written by :func:`write_torch` (only this pipeline's own files, hence ``weights_only``
+    False by default: they hold plain Python data beside tensors); a corrupt file names its rebuild command."""
+    import torch
+
+    return _read(path, "a torch checkpoint", lambda p: torch.load(p, weights_only=weights_only))
+
+
+def read_png(path: str | os.PathLike):
+    """A PNG figure as an RGB(A) array, for checks that read figures back."""
+    from PIL import Image
+    import numpy as np
+
+    def load(p: Path):
+        with Image.open(p) as im:
+            im.load()
+            return np.asarray(im)
+
+    return _read(path, "PNG", load)
+
+
+def write_npy(path: str | os.PathLike, array) -> None:
+    """One numpy array as ``.npy``, written atomically."""
+    import numpy as np
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, array)
+
+
+def read_npy(path: str | os.PathLike):
+    import numpy as np
+
+    return _read(path, "npy", lambda p: np.load(p, allow_pickle=False))
+
+
+def write_tokenizer(path: str | os.PathLike, tokenizer) -> None:
+    """A ``tokenizers.Tokenizer`` as its JSON file, written atomically."""
+    with atomic_path(path) as tmp:
+        tokenizer.save(str(tmp))
+
+
+def read_tokenizer(path: str | os.PathLike):
+    from tokenizers import Tokenizer
+
+    return _read(path, "a tokenizer", lambda p: Tokenizer.from_file(str(p)))

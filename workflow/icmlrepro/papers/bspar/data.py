@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from icmlrepro.core.io import atomic_path, write_json
+from icmlrepro.core.io import read_npz, write_json, write_npz
 from icmlrepro.core.seeding import derive_seed
 
 from .tools import STEPS, TOOLS, apply_params, apply_tool, delta_e, lab
@@ -122,8 +122,7 @@ def build(s: dict, base_seed: int) -> dict[str, np.ndarray]:
 
 
 def load(path) -> dict[str, np.ndarray]:
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+    return read_npz(path)
 
 
 def split(data: dict, name: str) -> dict[str, torch.Tensor]:
@@ -134,9 +133,7 @@ def split(data: dict, name: str) -> dict[str, torch.Tensor]:
 def run(job) -> None:
     s = job.params
     tasks = build(s, s["seeds"][0])
-    with atomic_path(job.output.tasks) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **tasks)
+    write_npz(job.output.tasks, tasks)
     summary = {"train_photos": list(TRAIN_PHOTOS), "test_photos": list(TEST_PHOTOS), "size": s["size"]}
     for name in ("train", "val", "test"):
         sp = split(tasks, name)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, write_parquet
+from icmlrepro.core.io import read_torch, write_npz, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed
 
@@ -112,7 +112,7 @@ def evaluate(job, s: dict):
         edits = {"identity": 0.0, "prompt": recipe[1] * 2.0, "aigc": 1.0}.get(arm)
         fixed_scores[arm]["edits"] = oracle_edits.astype(float) if arm == "oracle" else np.full(len(img), edits)
         examples[arm] = img[:n_ex].numpy()
-    runs = {arm: torch.load(job.input[arm], weights_only=False)["runs"] for arm in s["arms"]}
+    runs = {arm: read_torch(job.input[arm])["runs"] for arm in s["arms"]}
     for seed in s["seeds"]:
         for arm, sc in fixed_scores.items():
             rows.append(pd.DataFrame(sc).assign(arm=arm, seed=seed, image=np.arange(len(sc["success"]))))
@@ -232,7 +232,5 @@ def run(job) -> None:
     per_image, curves, align, examples, recipe, recipe_scores = evaluate(job, s)
     write_parquet(job.output.per_image, per_image)
     write_parquet(job.output.curves, curves)
-    with atomic_path(job.output.examples) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **examples)
+    write_npz(job.output.examples, examples)
     build_metrics(per_image, curves, align, s, recipe, recipe_scores).write(job.output.metrics)

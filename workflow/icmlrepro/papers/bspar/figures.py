@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from icmlrepro.core.figures import new_figure, new_grid, save
-from icmlrepro.core.io import read_parquet
+from icmlrepro.core.io import read_npz, read_parquet
 
 LABELS = {"identity": "no edit (trivial)", "prompt": "prompt recipe", "aigc": "AIGC-style global",
           "sparse": "PG, sparse bits", "dense": "PG, dense proxy", "bspar": "B-Spar",
@@ -71,8 +71,7 @@ def plot_bars(per_image: pd.DataFrame, path) -> None:
 
 
 def run(job) -> None:
-    with np.load(job.input.examples) as z:
-        ex = {k: z[k] for k in z.files}
+    ex = read_npz(job.input.examples)
     plot_examples(ex, job.output.examples)
     plot_curves(read_parquet(job.input.curves), job.output.curves)
     plot_bars(read_parquet(job.input.per_image), job.output.bars)

@@ -146,7 +146,6 @@ def run(job) -> None:
     for seed in s["seeds"]:
         t0 = time.perf_counter()
         runs[seed] = train_seed(arm, tasks, s, seed) | {"train_seconds": time.perf_counter() - t0}
-    from icmlrepro.core.io import atomic_path
+    from icmlrepro.core.io import write_torch
 
-    with atomic_path(job.output.runs) as tmp:
-        torch.save({"arm": arm, "runs": runs}, tmp)
+    write_torch(job.output.runs, {"arm": arm, "runs": runs})

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from icmlrepro.core.io import atomic_path, write_json
+from icmlrepro.core.io import write_json, write_npz
 from icmlrepro.core.seeding import derive_seed
 
 from .graphs import contextual_sbm, digits_knn, edge_homophily, laplacian_pe
@@ -48,8 +46,7 @@ def build_graph(name: str, s: dict) -> dict:
 def run(job) -> None:
     name = job.wildcards.graph
     g = build_graph(name, job.params)
-    with atomic_path(job.output.graph) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, **g)
+    write_npz(job.output.graph, g, compress=False)
     write_json(job.output.info, {
         "graph": name, "n_nodes": int(len(g["y"])), "n_edges": int(g["edge_index"].shape[1] // 2),
         "n_classes": int(g["y"].max() + 1), "n_features": int(g["x"].shape[1]),

@@ -23,7 +23,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
-from icmlrepro.core.io import write_parquet
+from icmlrepro.core.io import read_npz, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .diagnostics import diagnose
@@ -33,7 +33,7 @@ from .model import LADDER, GraphTensors, MaskedGraphAutoEncoder, pe_distance
 
 
 def load_graph(path, s: dict) -> tuple[GraphTensors, np.ndarray]:
-    z = np.load(path)
+    z = read_npz(path)
     x = torch.as_tensor(z["x"])
     ei = torch.as_tensor(z["edge_index"])
     u = torch.as_tensor(z["pe"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from icmlrepro.core.io import atomic_path, read_npz, write_json
+from icmlrepro.core.io import read_npz, read_torch, write_json, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .model import build_model, encode_targets
@@ -49,12 +49,11 @@ def train_sft(x: np.ndarray, y: np.ndarray, s: dict, seed: int, arm: str, lr: fl
 
 
 def save_model(path, model, **extra) -> None:
-    with atomic_path(path) as tmp:
-        torch.save({"state": model.state_dict(), **extra}, tmp)
+    write_torch(path, {"state": model.state_dict(), **extra})
 
 
 def load_model(path, s: dict):
-    ck = torch.load(path, weights_only=False)
+    ck = read_torch(path)
     model = build_model(s, 0)
     model.load_state_dict(ck["state"])
     return model, ck

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_json, read_parquet, write_parquet
+from icmlrepro.core.io import read_json, read_parquet, read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from .arms import START
@@ -51,7 +51,7 @@ def score_all(job, s: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores: one row per arm x seed x split x score, predictions of every item)."""
     splits = {sp: load_split(job.input[sp]) for sp in TEST_SPLITS}
     rows, preds = [], []
-    cks = {a: torch.load(job.input[a], weights_only=False) for a in s["arms"]}
+    cks = {a: read_torch(job.input[a]) for a in s["arms"]}
     for arm in [START, *s["arms"]]:
         for seed in s["seeds"]:
             policy = new_policy(s, seed)

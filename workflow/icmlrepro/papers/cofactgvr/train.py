@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, write_json, write_parquet
+from icmlrepro.core.io import write_json, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.core.tuning import at_grid_edge
 from icmlrepro.rl import grpo
@@ -156,7 +156,6 @@ def run(job) -> None:
         r = first if seed == seeds[0] else timed_train(arm, split, s, seed, tuning["chosen_lr"])
         states[seed] = {"state": r["policy"].state_dict(), "start": r["start"], "train_seconds": r["train_seconds"]}
         logs.append(r["log"].assign(seed=seed, arm=arm, lr=tuning["chosen_lr"]))
-    with atomic_path(job.output.model) as tmp:
-        torch.save({"arm": arm, "seeds": states, "tasks": list(TASKS), "lr": tuning["chosen_lr"]}, tmp)
+    write_torch(job.output.model, {"arm": arm, "seeds": states, "tasks": list(TASKS), "lr": tuning["chosen_lr"]})
     write_parquet(job.output.log, pd.concat(logs, ignore_index=True))
     write_json(job.output.tuning, tuning)

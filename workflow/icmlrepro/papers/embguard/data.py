@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.io import atomic_path, write_json, write_parquet
+from icmlrepro.core.io import write_json, write_npy, write_parquet
 from icmlrepro.core.seeding import derive_seed
 
 from .render import render
@@ -160,12 +160,6 @@ def encode_actions(texts: list[str], s: dict, workdir: Path) -> np.ndarray:
     return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
 
 
-def save_npy(path, arr: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.save(fh, arr)
-
-
 def run(job) -> None:
     import tempfile
 
@@ -174,8 +168,8 @@ def run(job) -> None:
     actions = sorted(pairs["action"].unique())
     with tempfile.TemporaryDirectory() as tmp:
         emb = encode_actions(actions, s, Path(tmp))
-    save_npy(job.output.images, images)
-    save_npy(job.output.actions, emb)
+    write_npy(job.output.images, images)
+    write_npy(job.output.actions, emb)
     write_parquet(job.output.pairs, pairs)
     tr, te = pairs[pairs["part"] == "train"], pairs[pairs["part"] == "test"]
     write_json(job.output.summary, {

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, read_parquet, write_parquet
+from icmlrepro.core.io import read_npy, read_parquet, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .model import Guard, decode, guard_loss
@@ -106,12 +106,11 @@ def train_arm(arm: str, pairs: pd.DataFrame, images: np.ndarray, actions: np.nda
 def run(job) -> None:
     s, arm = job.params, job.wildcards.arm
     pairs = read_parquet(job.input.pairs)
-    images, actions = np.load(job.input.images), np.load(job.input.actions)
+    images, actions = read_npy(job.input.images), read_npy(job.input.actions)
     preds, states = [], {}
     for seed in s["seeds"]:
         model, pred, losses, seconds = train_arm(arm, pairs, images, actions, s, seed)
         preds.append(pred.assign(arm=arm, seed=seed, train_seconds=seconds, final_loss=float(np.mean(losses[-10:]))))
         states[seed] = model.state_dict()
-    with atomic_path(job.output.model) as tmp:
-        torch.save({"arm": arm, "states": states}, tmp)
+    write_torch(job.output.model, {"arm": arm, "states": states})
     write_parquet(job.output.predictions, pd.concat(preds, ignore_index=True))

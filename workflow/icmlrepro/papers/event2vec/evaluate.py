@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from icmlrepro.core.device import torch_device
-from icmlrepro.core.io import read_json, write_parquet
+from icmlrepro.core.io import read_json, read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed
 
@@ -34,7 +34,7 @@ def load_models(job, s: dict) -> dict:
     """{(arm, seed): model} for every arm and seed, in eval mode."""
     models = {}
     for arm in s["arms"]:
-        ck = torch.load(job.input[arm], weights_only=False)
+        ck = read_torch(job.input[arm])
         for seed in s["seeds"]:
             m = build(arm, len(CLASSES), s)
             m.load_state_dict(ck["seeds"][seed]["state"])

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from icmlrepro.core.io import atomic_path, read_parquet, write_json
+from icmlrepro.core.io import read_parquet, write_json, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.core.tuning import at_grid_edge
 
@@ -112,7 +112,6 @@ def run(job) -> None:
             model, losses = train_model(arm, tr_streams, labels[tr], s, seed, best)
             secs = time.perf_counter() - t0
         out[seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": secs}
-    with atomic_path(job.output.models) as tmp:
-        torch.save({"arm": arm, "lr": best, "seeds": out}, tmp)
+    write_torch(job.output.models, {"arm": arm, "lr": best, "seeds": out})
     write_json(job.output.tuning, {"arm": arm, "grid": tuning, "chosen_lr": best,
                                    "at_grid_edge": at_grid_edge(best, s["lr_grid"])})

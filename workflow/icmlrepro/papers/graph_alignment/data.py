@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from icmlrepro.core.io import atomic_path
+from icmlrepro.core.io import write_torch
 from icmlrepro.core.seeding import derive_seed
 
 from .graphs import make_pair, real_graphs, regression_graph, split_real
@@ -138,5 +138,4 @@ def build(p) -> dict:
 
 def run(job) -> None:
     data = build(job.params)
-    with atomic_path(job.output.datasets) as tmp:
-        torch.save(data, tmp)
+    write_torch(job.output.datasets, data)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, read_parquet, write_parquet
+from icmlrepro.core.io import read_parquet, read_torch, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .alignment import alignment_loss, dense_similarity, pair_scores
@@ -133,9 +133,8 @@ def tuned_lrs(paths) -> dict:
 
 def run(job) -> None:
     seed = int(job.wildcards.seed)
-    data = torch.load(job.input.datasets, weights_only=True)[seed]
+    data = read_torch(job.input.datasets, weights_only=True)[seed]
     lrs = tuned_lrs([v for k, v in job.input.items() if k.startswith("tune_")])
     table, encoder = train_seed(data["alignment"], seed, job.params, lrs)
     write_parquet(job.output.scores, table)
-    with atomic_path(job.output.encoder) as tmp:
-        torch.save(encoder, tmp)
+    write_torch(job.output.encoder, encoder)

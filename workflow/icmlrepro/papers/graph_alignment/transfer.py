@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from icmlrepro.core.io import write_parquet
+from icmlrepro.core.io import read_torch, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .batching import undirected
@@ -197,7 +197,7 @@ def transfer_seed(data: dict, saved: dict, seed: int, p) -> pd.DataFrame:
 
 def run(job) -> None:
     p = job.params
-    data = torch.load(job.input.datasets, weights_only=True)
-    frames = [transfer_seed(data[int(s)]["transfer"], torch.load(job.input[f"encoder_seed{s}"], weights_only=True),
+    data = read_torch(job.input.datasets, weights_only=True)
+    frames = [transfer_seed(data[int(s)]["transfer"], read_torch(job.input[f"encoder_seed{s}"], weights_only=True),
                             int(s), p) for s in p["seeds"]]
     write_parquet(job.output.transfer, pd.concat(frames, ignore_index=True))

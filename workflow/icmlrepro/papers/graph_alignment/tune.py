@@ -11,9 +11,8 @@ the optimum may lie outside it; the evaluation reports those.
 from __future__ import annotations
 
 import pandas as pd
-import torch
 
-from icmlrepro.core.io import write_parquet
+from icmlrepro.core.io import read_torch, write_parquet
 from icmlrepro.core.tuning import at_grid_edge
 
 from .train import train_one
@@ -44,5 +43,5 @@ def tune(split: dict, inputs: str, p) -> pd.DataFrame:
 
 
 def run(job) -> None:
-    split = torch.load(job.input.datasets, weights_only=True)["tune"]
+    split = read_torch(job.input.datasets, weights_only=True)["tune"]
     write_parquet(job.output.table, tune(split, job.wildcards.inputs, job.params))

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from babel import Locale, localedata
 
-from icmlrepro.core.io import write_json, write_parquet
+from icmlrepro.core.io import write_json, write_parquet, write_tokenizer
 
 PIVOT = "en"
 TYPES = ("territory", "language", "script", "calendar")
@@ -105,6 +105,6 @@ def run(job) -> None:
     write_parquet(job.output.pairs, pairs)
     write_parquet(job.output.languages, langs)
     write_parquet(job.output.concepts, concepts)
-    tok.save(job.output.tokenizer)
+    write_tokenizer(job.output.tokenizer, tok)
     write_json(job.output.summary, {"n_pairs": len(pairs), "by_split": pairs["split"].value_counts().to_dict(),
                                     "languages": langs.to_dict(orient="list")})

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.io import read_parquet, read_tokenizer, read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from .losses import mrl_dims
@@ -93,16 +93,15 @@ def encode_seconds_per_1k(model, ids: torch.Tensor, layer: int, repeats: int = 3
 
 
 def load_model(path, s: dict, vocab: int):
-    ck = torch.load(path, weights_only=False)
+    ck = read_torch(path)
     model = new_encoder(s, vocab, ck["seed"], ck["mel"])
     model.load_state_dict(ck["state"])
     return model.eval(), ck
 
 
 def grid_table(job, s: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(job.input.tokenizer)
+    tok = read_tokenizer(job.input.tokenizer)
     pairs, concepts = read_parquet(job.input.pairs), read_parquet(job.input.concepts)
     data, vocab = eval_data(pairs, concepts, tok, s["max_len"]), tok.get_vocab_size()
     rows, costs = [], []

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_parquet
+from icmlrepro.core.io import read_parquet, read_tokenizer, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .losses import matryoshka_loss, mrl_dims, sample_rank
@@ -90,11 +90,10 @@ def train(arm: str, pairs: pd.DataFrame, concepts: pd.DataFrame, tok, s: dict, s
 
 
 def run(job) -> None:
-    from tokenizers import Tokenizer
 
     s, arm, seed = job.params, job.wildcards.arm, int(job.wildcards.seed)
     t0 = time.perf_counter()
     model, losses = train(arm, read_parquet(job.input.pairs), read_parquet(job.input.concepts),
-                          Tokenizer.from_file(job.input.tokenizer), s, seed)
-    torch.save({"arm": arm, "seed": seed, "mel": ARMS[arm][2], "state": model.state_dict(), "losses": losses,
-                "train_seconds": time.perf_counter() - t0}, job.output.model)
+                          read_tokenizer(job.input.tokenizer), s, seed)
+    write_torch(job.output.model, {"arm": arm, "seed": seed, "mel": ARMS[arm][2], "state": model.state_dict(),
+                                   "losses": losses, "train_seconds": time.perf_counter() - t0})

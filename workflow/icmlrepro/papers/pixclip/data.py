@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.io import atomic_path, write_json, write_parquet
+from icmlrepro.core.io import write_json, write_npz, write_parquet, write_tokenizer
 from icmlrepro.core.seeding import derive_seed
 
 # texture (object category) -> photograph it is cut from (files inside scikit-image / scikit-learn)
@@ -185,12 +185,10 @@ def generate(s: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
 def run(job) -> None:
     s = job.params
     arrays, scenes, regions = generate(s)
-    with atomic_path(job.output.arrays) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    write_npz(job.output.arrays, arrays)
     write_parquet(job.output.scenes, scenes)
     write_parquet(job.output.regions, regions)
-    build_tokenizer().save(job.output.tokenizer)
+    write_tokenizer(job.output.tokenizer, build_tokenizer())
     tr, te = regions[regions["split"] == "train"], regions[regions["split"] == "test"]
     write_json(job.output.summary, {
         "scenes": scenes["split"].value_counts().to_dict(), "regions": regions["split"].value_counts().to_dict(),

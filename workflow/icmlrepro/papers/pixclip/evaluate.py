@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from icmlrepro.core.io import read_parquet, write_parquet
+from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from .data import COLORS, SHAPES, TEXTURES, heldout_combos, phrase
@@ -198,7 +198,7 @@ def chance_levels(te: dict, s: dict) -> dict[str, float]:
 
 
 def load_models(path: str, arm: str, s: dict, vocab: int):
-    ck = torch.load(path, weights_only=False)
+    ck = read_torch(path)
     for seed in s["seeds"]:
         model = new_model(arm, s, vocab, seed)
         model.load_state_dict(ck["seeds"][seed]["state"])
@@ -270,11 +270,10 @@ def heldout_leaks(train_regions: pd.DataFrame, fraction: float) -> int:
 
 
 def run(job) -> None:
-    from tokenizers import Tokenizer
 
     s = job.params
-    tok = Tokenizer.from_file(job.input.tokenizer)
-    arrays = np.load(job.input.arrays)
+    tok = read_tokenizer(job.input.tokenizer)
+    arrays = read_npz(job.input.arrays)
     scenes, regions = read_parquet(job.input.scenes), read_parquet(job.input.regions)
     te = load_split(arrays, scenes, regions, "test", s["max_objects"])
     table, preds = score_all(job, s, tok, te)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from icmlrepro.core.figures import new_figure, new_grid, save
-from icmlrepro.core.io import read_parquet
+from icmlrepro.core.io import read_npz, read_parquet
 
 from .data import SHAPES
 from .evaluate import RANDOM
@@ -103,5 +103,5 @@ def run(job) -> None:
     scores = read_parquet(job.input.scores)
     plot_scores(scores, job.output.scores)
     plot_splits(scores, job.output.splits)
-    plot_examples(np.load(job.input.arrays), read_parquet(job.input.scenes), read_parquet(job.input.regions),
+    plot_examples(read_npz(job.input.arrays), read_parquet(job.input.scenes), read_parquet(job.input.regions),
                   read_parquet(job.input.predictions), s["arms"], job.output.examples)

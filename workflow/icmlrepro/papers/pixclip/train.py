@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import atomic_path, read_parquet
+from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .data import BACKGROUNDS, COLORS, TEXTURES, phrase
@@ -128,15 +128,14 @@ def train(arm: str, tr: dict, tok, s: dict, seed: int) -> tuple[DualEncoder, lis
 
 
 def read_data(job, s: dict, split: str) -> dict:
-    arrays = np.load(job.input.arrays)
+    arrays = read_npz(job.input.arrays)
     return load_split(arrays, read_parquet(job.input.scenes), read_parquet(job.input.regions), split, s["max_objects"])
 
 
 def run(job) -> None:
-    from tokenizers import Tokenizer
 
     s, arm = job.params, job.wildcards.arm
-    tok = Tokenizer.from_file(job.input.tokenizer)
+    tok = read_tokenizer(job.input.tokenizer)
     tr = read_data(job, s, "train")
     out = {"arm": arm, "seeds": {}}
     preload()
@@ -144,5 +143,4 @@ def run(job) -> None:
         t0 = time.perf_counter()
         model, losses = train(arm, tr, tok, s, seed)
         out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": time.perf_counter() - t0}
-    with atomic_path(job.output.models) as tmp:
-        torch.save(out, tmp)
+    write_torch(job.output.models, out)

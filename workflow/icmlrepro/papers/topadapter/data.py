@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from icmlrepro.core.io import atomic_path, write_json
+from icmlrepro.core.io import write_json, write_torch
 from icmlrepro.core.seeding import derive_seed
 
 from .geometry import patches
@@ -45,8 +45,7 @@ def shared_clouds(a: torch.Tensor, b: torch.Tensor) -> int:
 
 
 def save_torch(path, obj) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    write_torch(path, obj)
 
 
 def run(job) -> None:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import time
 
-import torch
-
+from icmlrepro.core.io import read_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .backbone import new_backbone
 from .data import save_torch
 from .fitting import Classifier, accuracy, fit
 from .peft_baselines import NoAdapter
+from icmlrepro.core.io import read_torch
 
 
 def pretrain(data: dict, s: dict, seed: int):
@@ -29,7 +29,7 @@ def pretrain(data: dict, s: dict, seed: int):
 
 def run(job) -> None:
     s = job.params
-    data = torch.load(job.input.pretrain, weights_only=False)
+    data = read_torch(job.input.pretrain)
     out = {}
     for seed in s["seeds"]:
         model, info = pretrain(data, s, seed)

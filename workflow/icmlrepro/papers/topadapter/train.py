@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from icmlrepro.core.io import write_json
+from icmlrepro.core.io import read_torch, write_json
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.core.tuning import at_grid_edge
 
@@ -83,8 +83,8 @@ def run_seed(arm: str, data: dict, state: dict, s: dict, seed: int) -> dict:
 def run(job) -> None:
     """One job per group of arms (config ``train_groups``): few jobs, each paying torch's start-up once."""
     s, group = job.params, job.wildcards.group
-    data = torch.load(job.input.downstream, weights_only=False)
-    backbones = torch.load(job.input.backbones, weights_only=False)
+    data = read_torch(job.input.downstream)
+    backbones = read_torch(job.input.backbones)
     out = {"group": group, "arms": {arm: {"seeds": {str(seed): run_seed(arm, data, backbones[seed]["state"], s, seed)
                                                     for seed in s["seeds"]}}
                                     for arm in s["train_groups"][group]}}
