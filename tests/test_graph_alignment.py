@@ -324,6 +324,9 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
                 "top1.ones.er.degree_reference@0.02", "tuned_lr.ones.gcn", "tuned_lr.degree.gps",
                 "calibration.gcn_normalized_top1.ones", "regression_mae.random_init_pe"):
         assert key in metrics.metrics, key
+    # the main noise's scores also under the scale-independent name the gates read
+    assert metrics.get("top1.ones.er.gcn@main").values == metrics.get("top1.ones.er.gcn@0.15").values
+    assert "top1.ones.er.gcn@0.02" in metrics.metrics and "top1.ones.er.gcn@main" in metrics.metrics
     # on the measured smoke metrics too, the controls in the metrics' place never reproduce a claim
     for claim in load_claims("graph_alignment").claims:
         if claim.controls:

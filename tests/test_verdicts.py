@@ -240,3 +240,17 @@ def test_gate_reason_names_a_failing_condition_before_an_undecided_one():
     gate = Gate("g", "a sanity condition", (Condition("a", ">", 0.0), Condition("b", ">", 0.0)))
     r = V.judge_gate(gate, metrics(a=[-0.1, 0.1, 0.05], b=[-1.0, -1.1, -0.9]))
     assert r.state == "fails" and r.reason.startswith("gate g failed: b -1 [")
+
+
+def test_gate_applies_only_at_its_scales():
+    """A gate on a workload only some scales run (scales: [default]) is not judged, needs no metric and blocks
+    nothing at smoke; at default it blocks as any gate."""
+    gate = Gate("real_source", "the real-graph baseline must work", (Condition("acc.real", ">", 0.5),), ("default",))
+    pc = PaperClaims("p", "P", "start", "setting", (claim(("gain", ">", 0.0)),), gates=(gate,))
+    smoke = metrics(gain=[0.3, 0.31, 0.29])  # no acc.real at smoke
+    assert pc.metrics_needed("smoke") == ["gain"] and V.judge_gates(pc, smoke) == {}
+    assert V.judge_paper(pc, smoke)[0].verdict == V.REPRODUCED
+    default = MetricsFile("p", "default", replicates=[0, 1, 2])
+    default.add("gain", [0.3, 0.31, 0.29])
+    default.add("acc.real", [0.2, 0.21, 0.19])
+    assert V.judge_paper(pc, default)[0].verdict == V.NOT_TESTABLE

@@ -72,6 +72,12 @@ class Gate:
     id: str
     why: str
     conditions: tuple[Condition, ...]
+    scales: tuple[str, ...] | None = None  # the scales it applies at (None: every scale)
+
+    def applies(self, scale: str | None) -> bool:
+        """Whether the gate is judged at ``scale`` (a workload that only some scales run, e.g. a real-graph
+        source absent at smoke, is gated where it runs)."""
+        return self.scales is None or scale is None or scale in self.scales
 
 
 @dataclass(frozen=True)
@@ -109,8 +115,10 @@ class PaperClaims:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     gates: tuple[Gate, ...] = ()
 
-    def metrics_needed(self) -> list[str]:
-        conds = [c for cl in self.claims for c in cl.conditions] + [c for g in self.gates for c in g.conditions]
+    def metrics_needed(self, scale: str | None = None) -> list[str]:
+        """Every metric its predicates and the gates that apply at ``scale`` read (None: every gate)."""
+        conds = [c for cl in self.claims for c in cl.conditions]
+        conds += [c for g in self.gates if g.applies(scale) for c in g.conditions]
         return sorted({m for c in conds for m in c.metrics})
 
     def gates_of(self, claim: Claim) -> tuple[Gate, ...]:
@@ -131,7 +139,8 @@ def parse_claims(raw: dict, source: str = "<claims>") -> PaperClaims:
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
         raise ClaimsError(f"{source}: {where}: {exc.message}") from None
-    gates = tuple(Gate(g["id"], g["why"], _conditions(g["all_of"])) for g in raw.get("gates", []))
+    gates = tuple(Gate(g["id"], g["why"], _conditions(g["all_of"]), tuple(g["scales"]) if "scales" in g else None)
+                  for g in raw.get("gates", []))
     gate_ids = [g.id for g in gates]
     if len(set(gate_ids)) != len(gate_ids):
         raise ClaimsError(f"{source}: gates: duplicate gate ids {sorted(gate_ids)}")

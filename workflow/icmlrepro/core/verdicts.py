@@ -297,7 +297,7 @@ def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[Clai
     """Verdicts for every claim of a paper, after its gates; a metric missing from metrics.json raises,
     naming both."""
     if metrics is not None:
-        missing = [m for m in pc.metrics_needed() if m not in metrics.metrics]
+        missing = [m for m in pc.metrics_needed(metrics.scale) if m not in metrics.metrics]
         if missing:
             raise MetricsError(
                 f"paper {pc.paper!r}: metrics.json lacks {', '.join(repr(m) for m in missing)} "
@@ -309,7 +309,7 @@ def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[Clai
 
 
 def judge_gates(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> dict[str, GateResult]:
-    """Every gate of the paper, judged (empty before a run)."""
+    """Every gate of the paper that applies at the run's scale, judged (empty before a run)."""
     if metrics is None:
         return {}
-    return {g.id: judge_gate(g, metrics, **kw) for g in pc.gates}
+    return {g.id: judge_gate(g, metrics, **kw) for g in pc.gates if g.applies(metrics.scale)}

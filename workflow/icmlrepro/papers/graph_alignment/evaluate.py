@@ -89,14 +89,20 @@ def difficulty_trend(scores: pd.DataFrame, seeds: list[int]) -> tuple[np.ndarray
     return np.array(mean_rho), np.array(max_rho)
 
 
-def add_scores(mf: MetricsFile, s: pd.DataFrame, plan, models: list[str], seeds: list[int]) -> None:
+def add_scores(mf: MetricsFile, s: pd.DataFrame, plan, models: list[str], seeds: list[int],
+               main_noise: float) -> None:
+    """Every score per (inputs, source, noise, model); the main noise's also under ``@main``, the name that the
+    claims' gates read at every scale (the main noise is fixed before the run and differs between scales)."""
     for inputs, source, noise in plan:
         for model in [*models, *REFERENCES]:
             for col in SCORES:
-                mf.add(f"{col}.{inputs}.{source}.{model}@{noise:g}",
-                       [s.loc[(inputs, source, noise, model, seed), col] for seed in seeds], unit="fraction",
-                       direction="higher", description=f"{col} alignment score on held-out pairs ({model}, "
-                                                       f"{inputs} input, {source} graphs, noise {noise:g})")
+                values = [s.loc[(inputs, source, noise, model, seed), col] for seed in seeds]
+                what = f"{col} alignment score on held-out pairs ({model}, {inputs} input, {source} graphs"
+                mf.add(f"{col}.{inputs}.{source}.{model}@{noise:g}", values, unit="fraction",
+                       direction="higher", description=f"{what}, noise {noise:g})")
+                if float(noise) == main_noise:
+                    mf.add(f"{col}.{inputs}.{source}.{model}@main", values, unit="fraction", direction="higher",
+                           description=f"{what}, the main noise {noise:g})")
 
 
 def add_benchmark(mf: MetricsFile, scores: pd.DataFrame, p, seeds: list[int]) -> pd.DataFrame:
@@ -186,7 +192,7 @@ def build_metrics(scores: pd.DataFrame, transfer: pd.DataFrame, tuning: pd.DataF
                   seeds: list[int]) -> tuple[MetricsFile, pd.DataFrame]:
     mf = MetricsFile(PAPER, p["scale"], replicate="seed", replicates=seeds)
     s = scores.set_index(["input", "source", "noise", "model", "seed"]).sort_index()
-    add_scores(mf, s, runs(p), list(p["models"]), seeds)
+    add_scores(mf, s, runs(p), list(p["models"]), seeds, float(p["main_noise"]))
     stab = add_benchmark(mf, scores, p, seeds)
     add_transfer(mf, transfer, seeds)
     add_tuning(mf, tuning, seeds)
