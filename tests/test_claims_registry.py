@@ -43,6 +43,19 @@ def test_schema_rejects_claim_without_predicate():
         parse_claims(raw, "lec.yaml")
 
 
+def test_claims_yaml_error_names_file_line_and_column(tmp_path):
+    """A syntax error or a key given twice names the claims file, line and column (not "<unicode string>")."""
+    from icmlrepro.core.claims import load_claims
+
+    text = (ROOT / "resources" / "claims" / "lec.yaml").read_text()
+    (tmp_path / "lec.yaml").write_text(text.replace("paper: lec", "paper: lec\ntitle: [unclosed", 1))
+    with pytest.raises(ClaimsError, match=rf"{tmp_path / 'lec.yaml'}:\d+:\d+: not valid YAML"):
+        load_claims("lec", tmp_path)
+    (tmp_path / "lec.yaml").write_text(text.replace("paper: lec", "paper: lec\npaper: lec", 1))
+    with pytest.raises(ClaimsError, match="duplicate key 'paper'"):
+        load_claims("lec", tmp_path)
+
+
 def test_schema_rejects_unknown_operator():
     raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
     raw["claims"][0]["predicate"]["all_of"][0]["op"] = "=="

@@ -99,6 +99,9 @@ BAD_FILES = {
     "value.yaml": ("scale: smoke\nlec:\n  smoke:\n    n_seeds: 0\n", ":4:5: config key 'lec.smoke.n_seeds'"),
     "key.yaml": ("lec:\n  smoke:\n    n_sedes: 2\n", ":3:5: unknown config key 'lec.smoke.n_sedes'"),
     "list.yaml": ("- lec\n", ":1:1: a config file must map keys to values"),
+    "duplicate.yaml": ("scale: smoke\npapers: [lec]\nscale: default\n",
+                       ":3:1: not valid YAML: duplicate key 'scale' (first given on line 1)"),
+    "empty.yaml": ("\n", ":1:1: the config file is empty"),
 }
 
 

@@ -50,6 +50,19 @@ def test_contract_violation_names_file(tmp_path):
         load_metrics(tmp_path / "m.json")
 
 
+@pytest.mark.parametrize("raw", ["true", '"0.5"', "1e400", '"nan"', "[1]"])
+def test_values_that_are_no_finite_number_are_refused_by_name(tmp_path, raw):
+    """true, numeric strings and 1e400 (which JSON reads as infinity, passing any ">" condition) are refused,
+    naming the metric and position; null (NaN) and "inf"/"-inf" as write_json writes them are read."""
+    text = ('{"contract": 1, "paper": "lec", "scale": "smoke", "metrics": {"acc": {"values": [0.5, %s]}}}' % raw)
+    (tmp_path / "m.json").write_text(text)
+    with pytest.raises(MetricsError, match=r"metric 'acc': value 1 is .* not a number"):
+        load_metrics(tmp_path / "m.json")
+    ok = '{"contract": 1, "paper": "lec", "scale": "smoke", "metrics": {"acc": {"values": [0.5, null, "inf", 2]}}}'
+    (tmp_path / "ok.json").write_text(ok)
+    assert load_metrics(tmp_path / "ok.json").get("acc").values[2] == math.inf
+
+
 def test_t_interval_matches_scipy():
     x = [0.1, 0.4, 0.35, 0.2, 0.3]
     s = summarize(x, level=0.9)

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from .io import YamlFileError, read_yaml
 from .paths import claims_dir, schema_dir
 
 
@@ -179,7 +180,11 @@ def _conditions(raw: list[dict]) -> tuple[Condition, ...]:
 
 def load_claims(paper: str, directory: Path | None = None) -> PaperClaims:
     path = (directory or claims_dir()) / f"{paper}.yaml"
-    pc = parse_claims(yaml.safe_load(path.read_text()), str(path))
+    try:
+        raw = read_yaml(path)
+    except YamlFileError as exc:
+        raise ClaimsError(str(exc)) from None
+    pc = parse_claims(raw, str(path))
     if pc.paper != paper:
         raise ClaimsError(f"{path}: 'paper' is {pc.paper!r}, expected {paper!r} (the file name)")
     return pc

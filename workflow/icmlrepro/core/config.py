@@ -20,6 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .io import YamlFileError, parse_yaml
 from .paths import schema_dir
 
 SCALES = ("smoke", "default", "paper")
@@ -180,6 +181,9 @@ def validate_config(config: dict, files: list = (), overrides: dict | None = Non
     ``files`` (lowest precedence first) and ``overrides`` (the ``--config`` values) are where the
     config came from: the message then says where the offending value was set.
     """
+    for f in files:  # keys given twice in one file: YAML keeps the last silently, Snakemake too
+        if Path(f).exists():
+            read_config_file(f)
     schema = config_schema()
     coerce_overrides(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
@@ -217,15 +221,13 @@ def read_config_file(path: str | Path) -> dict:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        context = f" ({exc.context})" if exc.context else ""
-        raise ConfigError(f"{where}: not valid YAML: {exc.problem}{context}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        data = parse_yaml(text, str(path))
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
     if data is None:
+        if not text.strip():  # Snakemake refuses an empty --configfile; say so here too
+            raise ConfigError(f"{path}:1:1: the config file is empty (Snakemake refuses an empty --configfile); "
+                              "give at least one key, or leave the file out")
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1:1: a config file must map keys to values, got a {type(data).__name__}")

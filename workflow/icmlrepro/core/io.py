@@ -261,3 +261,46 @@ def read_tokenizer(path: str | os.PathLike):
     from tokenizers import Tokenizer
 
     return _read(path, "a tokenizer", lambda p: Tokenizer.from_file(str(p)))
+
+
+class YamlFileError(ValueError):
+    """A YAML file (config, claims) that cannot be parsed, with its ``FILE:LINE:COLUMN``."""
+
+
+def _unique_key_loader():
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """SafeLoader that refuses a key given twice in one mapping (YAML keeps the last one silently)."""
+
+        def construct_mapping(self, node, deep=False):
+            self.flatten_mapping(node)
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first given on line {seen[key]})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line + 1
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text as data; a syntax error or a duplicate key names ``source:LINE:COLUMN``."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader subclass)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        context = f" ({exc.context})" if exc.context else ""
+        raise YamlFileError(f"{where}: not valid YAML: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:
+        raise YamlFileError(f"{source}: not valid YAML: {exc}") from None
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    return parse_yaml(Path(path).read_text(), str(path))

@@ -83,9 +83,15 @@ class MetricsFile:
 
 
 def _to_float(v) -> float:
+    """A value as ``write_json`` writes it: a finite number, null (NaN) or the strings "inf"/"-inf". Anything
+    else (true, "0.5", 1e400 that JSON reads as infinity) is refused: it would pass conditions silently."""
     if v is None:
         return math.nan
-    return float(v)  # also parses "inf"/"-inf" written by write_json
+    if isinstance(v, str) and v in ("inf", "-inf"):
+        return float(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(v)
+    return float(v)
 
 
 def _values(name: str, raw) -> list[float]:
@@ -97,7 +103,8 @@ def _values(name: str, raw) -> list[float]:
         try:
             out.append(_to_float(v))
         except (TypeError, ValueError):
-            raise MetricsError(f"metric {name!r}: value {i} is {v!r}, not a number") from None
+            raise MetricsError(f"metric {name!r}: value {i} is {v!r}, not a number (a finite number, null for "
+                               "NaN, or \"inf\"/\"-inf\")") from None
     return out
 
 
