@@ -308,3 +308,85 @@ def test_smoke_chain_is_deterministic_timings_aside(smoke_run, tmp_path):
     again = copy_workflow(tmp_path)
     snakemake(again, str(OS / "metrics.json"), "--cores", "2", "--config", "scale=smoke")
     assert non_timing(again / OS / "metrics.json") == non_timing(smoke_run / OS / "metrics.json")
+
+
+# --- calibration gates (resources/claims/onlinespec.yaml): each fails on a planted broken arm ----------
+GRID = [0.01, 0.1, 1.0, 10.0]
+
+
+def _planted_stream(seed: int, broken: str | None) -> "pd.DataFrame":
+    """Per-chunk rows of every arm: the offline draft accepts 2.4 tokens/round, the learning arms 3-3.4;
+    ``broken`` = "offline_target_only" (the offline draft never accepted: 1 token/round) or a learning
+    arm that plays the offline draft's values (never learns)."""
+    import pandas as pd
+    rows = []
+    for chunk in range(4):
+        for arm in L.ARMS:
+            rounds = 10 if arm == "offline" else 8 - (seed + chunk) % 2  # a little spread over seeds
+            tokens = 24
+            if broken == "offline_target_only" and arm == "offline":
+                tokens, rounds = 10, 10
+            if arm == broken:
+                rounds = 10
+            rows.append({"seed": seed, "chunk": chunk, "family": ("add", "dyck")[chunk // 2], "arm": arm,
+                         "tokens": tokens, "rounds": rounds, "accept_rate": 0.5, "acceptance_length": tokens / rounds,
+                         "loss": 2.0 - 0.1 * (tokens / rounds) + 0.01 * L.ARMS.index(arm), "comparator_loss": 0.5,
+                         "target_seconds": 1.0, "spec_seconds": 1.0 * rounds / tokens})
+    return pd.DataFrame(rows)
+
+
+def _planted_tuning(broken: str | None) -> dict:
+    """Tuning records with the optimum inside GRID for every arm; a ``broken`` arm accepts what the offline
+    draft does at every step (ties go to the smallest step: an edge), "all" breaks every arm."""
+    grid, best, interior = [], {}, {}
+    for arm in L.TUNED:
+        flat = broken in (arm, "all")
+        values = [2.0] * len(GRID) if flat else [2.1, 2.5, 2.3, 1.2]
+        grid += [{"arm": arm, "step": s, "acceptance_length": v} for s, v in zip(GRID, values)]
+    import pandas as pd
+    for arm, opt in grid_optimum(pd.DataFrame(grid), GRID).items():
+        best[arm], interior[arm] = opt["step"], opt["interior"]
+    return {"grid": grid, "best_step": best, "interior": interior, "offline_acceptance_length": 2.0}
+
+
+def _gates(broken_stream=None, broken_tuning=None) -> dict:
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+    from icmlrepro.papers.onlinespec.evaluate import tuning_values
+
+    seeds = [0, 1, 2, 3, 4]
+    tuned = tuning_values(_planted_tuning(broken_tuning))
+    values = [{**per_seed(_planted_stream(s, broken_stream), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0},
+                          4), **tuned} for s in seeds]
+    mf = MetricsFile("onlinespec", "default", replicate="seed", replicates=seeds)
+    for name in values[0]:
+        mf.add(name, [v[name] for v in values])
+    pc = load_claims("onlinespec")
+    return {g: r.state for g, r in V.judge_gates(pc, mf).items()}
+
+
+def test_every_gate_holds_on_the_planted_healthy_miniature():
+    states = _gates()
+    assert states and set(states.values()) == {"holds"}, states
+
+
+@pytest.mark.parametrize("gate, stream, tuning", [
+    ("offline_band", "offline_target_only", None),          # the offline draft is never accepted
+    ("online_updates_help", "ogd", None),                    # OGD plays the offline draft's values
+    ("tuning_online_beats_offline", None, "all"),            # no learning arm beats offline on the tuning stream
+    *[(f"interior_{arm}", None, arm) for arm in L.TUNED],    # that arm = offline at every step: an edge optimum
+])
+def test_each_gate_fails_on_a_planted_broken_arm(gate, stream, tuning):
+    states = _gates(stream, tuning)
+    assert states[gate] == "fails", states
+    others = {g: s for g, s in states.items() if g != gate and not (tuning == "all" and g.startswith("interior_"))}
+    assert set(others.values()) == {"holds"}, others  # the planted fault breaks its own gate
+
+
+def test_every_gate_of_the_claims_file_has_a_planted_failure():
+    from icmlrepro.core.claims import load_claims
+
+    planted = {"offline_band", "online_updates_help", "tuning_online_beats_offline",
+               *(f"interior_{arm}" for arm in L.TUNED)}
+    assert {g.id for g in load_claims("onlinespec").gates} == planted

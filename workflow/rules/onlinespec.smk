@@ -1,5 +1,7 @@
 # OnlineSPEC: draft models that learn online from verification feedback (resources/claims/onlinespec.yaml).
-# lm_train (target and offline draft) -> onlinespec_stream (seed; prompts + the target's verification
+# lm_train (target; the substrate draft only lends its architecture) -> onlinespec_draft (OnlineSPEC's own
+# offline draft, trained on offline_draft.families only, so the stream's other families are new to it)
+# and onlinespec_stream (seed; prompts + the target's verification
 # feedback) -> onlinespec_tune (tuning stream, one job per learning arm: its effective step, interior or at
 # a grid edge) ->
 # onlinespec_train (seed: every arm through the stream, timed) -> onlinespec_eval -> onlinespec_figures.
@@ -39,11 +41,38 @@ rule onlinespec_stream:
         STAGE
 
 
+rule onlinespec_draft:
+    input:
+        train="results/{scale}/lm/data/train.parquet",
+        tokenizer="results/{scale}/lm/data/tokenizer",
+        substrate_draft="results/{scale}/lm/models/draft",  # its config.json: the architecture, not the weights
+    output:
+        model=directory("results/{scale}/onlinespec/draft/model"),
+        curve="results/{scale}/onlinespec/draft/curve.json",
+    params:
+        stage="onlinespec.draft",
+        spec=paths_spec,
+        settings=settings_of("onlinespec", "seeds", "offline_draft"),
+    log:
+        "results/{scale}/onlinespec/logs/onlinespec_draft.log",
+    benchmark:
+        "results/{scale}/onlinespec/benchmarks/onlinespec_draft.tsv"
+    priority: LM_CONSUMER_PRIORITY  # reads the LM substrate: the critical path
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 20 * attempt,
+    conda:
+        ENV
+    shell:
+        STAGE
+
+
 rule onlinespec_tune:
     input:
         stream=rules.onlinespec_stream.output.stream,
         target="results/{scale}/lm/models/target",
-        draft="results/{scale}/lm/models/draft",
+        draft=rules.onlinespec_draft.output.model,
     output:
         steps="results/{scale}/onlinespec/tune/seed{seed}_{arm}.json",
     params:
@@ -74,7 +103,7 @@ rule onlinespec_train:
         stream=rules.onlinespec_stream.output.stream,
         steps=lambda wildcards: onlinespec_tuned_steps(paper_settings(config, "onlinespec", wildcards.scale)),
         target="results/{scale}/lm/models/target",
-        draft="results/{scale}/lm/models/draft",
+        draft=rules.onlinespec_draft.output.model,
     output:
         table="results/{scale}/onlinespec/online/seed{seed}.parquet",
         costs="results/{scale}/onlinespec/online/seed{seed}_costs.json",

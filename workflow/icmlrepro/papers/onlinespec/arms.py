@@ -16,11 +16,13 @@ MOMENTUM_ARMS = ("optimistic",)                   # the only arms whose SGD uses
 
 
 def read_tuning(paths) -> dict:
-    """The per-arm tuning records merged: one grid table and per-arm best step, interior flag, edge."""
+    """The per-arm tuning records merged: one grid table and per-arm best step, interior flag, edge, and
+    the offline draft's acceptance length on the tuning stream (the same in every record)."""
     out = {"grid": [], "best_step": {}, "interior": {}, "edge": {}}
     for path in paths:
         rec = read_json(path)
         out["tuning_seed"] = rec["tuning_seed"]
+        out["offline_acceptance_length"] = rec.get("offline_acceptance_length", float("nan"))
         out["grid"] += rec["grid"]
         for key in ("best_step", "interior", "edge"):
             out[key].update(rec[key])

@@ -1,5 +1,6 @@
 """Stage ``onlinespec.figures``: acceptance length per chunk around the shifts, speedup per arm, and the
-tuning grid (acceptance length per effective step and arm, the chosen step marked, edges named)."""
+tuning grid (acceptance length per effective step and arm, the chosen step marked, edges named, the
+offline draft's acceptance on the tuning stream as a dashed line)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ def tuning_figure(tuning: dict, path) -> None:
         line, = ax.plot(g.step, g.acceptance_length, marker="o", markersize=3, label=f"{arm}: {where}")
         best = g[g.step == tuning["best_step"][arm]]
         ax.plot(best.step, best.acceptance_length, marker="*", markersize=11, color=line.get_color(), ls="")
+    offline = tuning.get("offline_acceptance_length", float("nan"))
+    if offline == offline:  # recorded (not NaN): the reference the tuned arms must beat
+        ax.axhline(offline, color="black", lw=1.0, ls="--", label="offline draft (no updates)")
     ax.set_xscale("log")
     ax.set(xlabel="effective step lr / (1 - momentum)", ylabel="acceptance length on the tuning stream",
            title=f"tuning (seed {tuning['tuning_seed']}); * = chosen step")

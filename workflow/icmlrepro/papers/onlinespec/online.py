@@ -11,7 +11,8 @@ The stage named ``tune`` runs the same loop on the tuning stream without timings
 arm and every effective step lr / (1 - momentum) of ``step_grid`` (the ensembles: the middle of
 their base rates), and keeps the best step per arm by acceptance length: the same grid and budget
 for every baseline and method. It records whether each optimum is interior to the grid or at an
-edge (then the grid did not bracket it).
+edge (then the grid did not bracket it), and the offline draft's acceptance on the same tuning stream
+(the reference the tuned arms must beat there).
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def run_tune(job) -> None:
     p, seed, target, tok, draft = _models(job)
     arm = job.wildcards.arm
     df = read_parquet(job.input.stream)
+    off = run_stream(df, target, draft, tok, p, seed, {}, timed=False, arms=("offline",))  # no updates: cheap
     rows = []
     for step in p["step_grid"]:
         res = run_stream(df, target, draft, tok, p, seed, {arm: step}, timed=False, arms=(arm,))
@@ -147,4 +149,5 @@ def run_tune(job) -> None:
                      "loss": float(res.loss.mean())})
     opt = grid_optimum(pd.DataFrame(rows), p["step_grid"])[arm]
     write_json(job.output.steps, {"tuning_seed": seed, "arm": arm, "grid": rows, "best_step": {arm: opt["step"]},
+                                  "offline_acceptance_length": float(off.tokens.sum() / off.rounds.sum()),
                                   "interior": {arm: opt["interior"]}, "edge": {arm: opt["edge"]}})
