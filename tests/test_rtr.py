@@ -8,6 +8,7 @@ tests/test_claims_registry.py."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -139,6 +140,65 @@ def test_sync_holds_during_inference_and_async_switches_at_the_delay():
     r = rollout(tasks, _ramp_policy([]), Schedule("async", 24, 24, 48), 96)
     assert r["switches"] == [48, 72]
     assert np.allclose(r["executed"][:, :24], sim.TIP_START)  # nothing arrived yet: the start pose is held
+
+
+def test_scheduled_holds_and_inference_counts_are_recorded():
+    tasks = sim.sample_tasks(np.random.default_rng(0), 2)
+    sync = rollout(tasks, _ramp_policy([]), Schedule("sync", 24, 24, 48), 96)
+    expect = np.zeros(96, bool)
+    expect[:24] = expect[48:72] = True  # the initial wait and the second inference
+    assert sync["held"].tolist() == expect.tolist() and sync["inferences"] == 2
+    asyn = rollout(tasks, _ramp_policy([]), Schedule("async", 24, 24, 48), 96)
+    assert asyn["held"].sum() == 24 and asyn["held"][:24].all() and asyn["inferences"] == 4
+    te = rollout(tasks, _ramp_policy([]), Schedule("te", 24, 24, 48, te_period=12), 96)
+    assert te["inferences"] == 2 * asyn["inferences"]  # temporal ensembling calls the policy twice as often
+
+
+def test_unscheduled_pause_share_leaves_out_the_scheduled_holds():
+    from icmlrepro.papers.rtr.evaluate import closed_row
+
+    T = 8
+    tips = np.zeros((1, T + 1, 2))
+    tips[0, 1:, 0] = np.cumsum([0, 0, 0, 0, 1, 1, 0, 1]) * 0.01  # still on ticks 0-3 (held) and 6 (not held)
+    held = np.array([1, 1, 1, 1, 0, 0, 0, 0], bool)
+    r = {"executed": np.zeros((1, T, 2)), "tips": tips, "switches": [], "success": np.array([False]),
+         "done_tick": np.array([-1]), "held": held, "inferences": 3}
+    row = closed_row(r, "x", 0, {"pause_speed": 0.01})
+    assert row["pause_share"] == pytest.approx(5 / 8) and row["pause_share_unscheduled"] == pytest.approx(1 / 4)
+    assert row["inferences"] == 3
+
+
+def _planted_gate_states(baseline_success):
+    """Gates of rtr.yaml on planted closed-loop and offline tables: every trained arm succeeds 0.55-0.65 of the
+    time, except the 60 Hz synchronous baseline, which succeeds ``baseline_success`` per seed."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.papers.rtr.evaluate import ARMS, OFFLINE, build_metrics
+
+    seeds = [0, 1, 2]
+    cols = ["success", "pause_share", "pause_share_unscheduled", "inferences", "d0", "boundary_jerk", "jerk_mean",
+            "jerk_p95", "jerk_max", "completion_s", "switches"]
+    rows = []
+    for sd in seeds:
+        for arm in [*ARMS, "expert", "hold"]:
+            row = dict.fromkeys(cols, 1.0) | {"seed": sd, "arm": arm, "success": 0.55 + 0.05 * sd}
+            row["success"] = {"expert": 1.0, "hold": 0.0, "action60.sync": baseline_success[sd]}.get(arm, row["success"])
+            rows.append(row)
+    offline = [{"seed": sd, "arm": arm, "deviation": 0.001 if arm == "vae_recon" else 0.01, "acc_mean": 1.0,
+                "acc_p95": 1.0, "acc_max": 1.0, "jerk_mean": 1.0, "jerk_p95": 1.0, "jerk_max": 1.0}
+               for sd in seeds for arm in OFFLINE]
+    s = {"seeds": seeds, "scale": "default", "delay": 24}
+    mf = build_metrics(pd.DataFrame(offline), pd.DataFrame(rows), s)
+    return {g: r.state for g, r in V.judge_gates(load_claims("rtr"), mf).items()}
+
+
+def test_baseline_band_holds_for_a_working_baseline_and_fails_for_a_planted_broken_one():
+    assert _planted_gate_states([0.55, 0.6, 0.65]) == dict.fromkeys(
+        ["baseline_band", "policies_learned", "vae_reconstructs"], "holds")
+    broken = _planted_gate_states([0.1, 0.15, 0.2])  # the pre-fix default: 0.15 of the way to the expert
+    assert broken["baseline_band"] == "fails" and broken["policies_learned"] == "holds"
+    assert _planted_gate_states([0.97, 0.98, 0.99])["baseline_band"] == "fails"  # saturated: too easy to compare
+    assert _planted_gate_states([0.0, 0.0, 0.0])["policies_learned"] == "fails"  # never moves: learned nothing
 
 
 def test_rtr_gets_the_committed_actions_and_is_a_no_op_at_zero_delay_with_identity_refine():

@@ -62,7 +62,7 @@ rule rtr_train:
         stage="rtr.train",
         spec=paths_spec,
         settings=settings_of("rtr", "idle_margin", "horizon", "block", "downsample", "latent_channels", "vae_hidden",
-                             "hidden", "layers", "steps", "batch", "lr", "train_timesteps"),
+                             "hidden", "layers", "steps", "batch", "lr", "train_timesteps", "prediction"),
     log:
         "results/{scale}/rtr/logs/rtr_train/{policy}-seed{seed}.log",
     benchmark:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import write_parquet
+from icmlrepro.core.io import read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
@@ -63,7 +63,7 @@ class Loaded:
         self.vae, self.act_norm, self.obs_norm = load_vae(job.input.vae, s, seed)
         self.models, self.codecs = {}, {}
         for kind in s["policies"]:
-            ck = torch.load(job.input[f"{kind}_seed{seed}"], weights_only=False)
+            ck = read_torch(job.input[f"{kind}_seed{seed}"])
             m = Denoiser(ck["dim"], len(self.obs_norm.mean), s["hidden"], s["layers"])
             m.load_state_dict(ck["state"])
             self.models[kind] = (m.eval(), ck["dim"])
@@ -136,12 +136,16 @@ def offline_rows(L: Loaded, obs: np.ndarray, expert: np.ndarray, job, s: dict) -
 def closed_row(r: dict, arm: str, seed: int, s: dict) -> dict:
     """Per-arm, per-seed closed-loop figures pooled over its episodes."""
     n, T = r["executed"].shape[:2]
-    paused = active = 0
+    paused = active = paused_free = active_free = 0
     gaps, bjerks, jerks = [], [], []
+    free = ~np.asarray(r["held"], bool)  # ticks not scheduled as holds
     for e in range(n):
         m = pause_mask(r["tips"][e], int(r["done_tick"][e]), sim.FPS, s["pause_speed"])
         paused += int(m.sum())
-        active += active_ticks(T, int(r["done_tick"][e]))
+        n_active = active_ticks(T, int(r["done_tick"][e]))
+        active += n_active
+        paused_free += int((m & free).sum())
+        active_free += int(free[:n_active].sum())
         gaps.append(boundary_gap(r["executed"][e], r["switches"]))
         bjerks.append(boundary_jerk(r["executed"][e], r["switches"], sim.FPS))
         jerks.append(acc_jerk(r["executed"][e], sim.FPS)[1])
@@ -149,6 +153,7 @@ def closed_row(r: dict, arm: str, seed: int, s: dict) -> dict:
     done = r["done_tick"][r["success"]]
     js = summary(jerks)
     return {"seed": seed, "arm": arm, "success": float(r["success"].mean()), "pause_share": paused / max(active, 1),
+            "pause_share_unscheduled": paused_free / max(active_free, 1), "inferences": float(r["inferences"]),
             "d0": float(gaps.mean()) if len(gaps) else np.nan,
             "boundary_jerk": float(bjerks.mean()) if len(bjerks) else np.nan,
             "jerk_mean": js["mean"], "jerk_p95": js["p95"], "jerk_max": js["max"],
@@ -207,7 +212,9 @@ def build_metrics(off: pd.DataFrame, closed: pd.DataFrame, s: dict) -> MetricsFi
             mf.add(f"offline.{arm}.{col}", [float(o.loc[(arm, sd), col]) for sd in seeds],
                    unit=units[col.split("_")[0]], direction="lower",
                    description=f"held-out chunks, {arm}: {col.replace('_', ' ')} (per-step magnitudes pooled over chunks)")
-    cunits = {"success": ("share", "higher"), "pause_share": ("share", "lower"), "d0": ("m", "lower"),
+    cunits = {"success": ("share", "higher"), "pause_share": ("share", "lower"),
+              "pause_share_unscheduled": ("share", "lower"), "inferences": ("policy calls per episode", "none"),
+              "d0": ("m", "lower"),
               "boundary_jerk": ("m/s^3", "lower"), "jerk_mean": ("m/s^3", "lower"), "jerk_p95": ("m/s^3", "lower"),
               "jerk_max": ("m/s^3", "lower"), "completion_s": ("s", "lower"), "switches": ("switches", "none")}
     for arm in sorted(closed["arm"].unique()):
@@ -240,6 +247,12 @@ def build_metrics(off: pd.DataFrame, closed: pd.DataFrame, s: dict) -> MetricsFi
         "pause share: 60 Hz action policy, synchronous, minus latent policy, asynchronous with RTR")
     add("pause_share_baseline_minus_latent_sync", closed, "action60.sync", "latent.sync", "pause_share", "share",
         "control: the same baseline minus the latent policy executed synchronously (no async, no RTR)")
+    add("pause_share_unscheduled_baseline_minus_rtr", closed, "action60.sync", "latent.async_rtr",
+        "pause_share_unscheduled", "share", "pause share on ticks not scheduled as holds: 60 Hz action policy, "
+        "synchronous, minus latent policy, asynchronous with RTR")
+    add("pause_share_unscheduled_baseline_minus_latent_sync", closed, "action60.sync", "latent.sync",
+        "pause_share_unscheduled", "share", "control: the same (scheduled holds excluded) minus the latent "
+        "policy executed synchronously (no async, no RTR)")
     add("jerk_p95_baseline_minus_rtr", closed, "action60.sync", "latent.async_rtr", "jerk_p95", "m/s^3",
         "p95 jerk of the executed actions: 60 Hz action policy, sync, minus latent policy, async with RTR")
     add("jerk_p95_baseline_minus_latent_async_naive", closed, "action60.sync", "latent.async", "jerk_p95", "m/s^3",

@@ -22,6 +22,12 @@ ticks ``s .. s + H - 1``; inference takes ``d`` ticks (the delay); ``E`` actions
 Before the first chunk arrives the robot holds its start pose in every mode. A *switch* is the first tick
 executed from a new chunk (for ``te`` the tick at which a new chunk joins the mean); the switch out of the
 initial hold is not counted.
+
+``held`` marks the *scheduled* hold ticks: the initial wait for the first chunk (every mode) and, in ``sync``,
+the ``d`` ticks of every inference. Pauses on them are fixed by the schedule (sync holds 24 of every 48 ticks,
+async never does), so the pause claim counts pauses on the other ticks only. ``inferences`` is the number of
+policy calls per episode (temporal ensembling calls the policy every ``te_period`` ticks, twice as often as
+the other asynchronous modes at the default settings).
 """
 
 from __future__ import annotations
@@ -78,11 +84,16 @@ def rollout(tasks: np.ndarray, policy: Policy, sch: Schedule, ticks: int, refine
     executed = np.zeros((n, ticks, sim.ACT_DIM))
     tips, pucks = [env.tip()], [env.puck()]
     switches, ensemble, next_start = [], [], 0
+    held = np.zeros(ticks, bool)
+    held[:d] = True  # the start pose is held until the first chunk arrives (every mode)
+    inferences = 0
     for tick in range(ticks):
         if tick == next_start:
             ob = env.obs()
+            inferences += 1
             if sch.mode == "sync":
                 plan[:, tick:tick + d] = env.cmd[:, None]
+                held[tick:tick + d] = True
                 chunk = policy(ob, None)
                 plan[:, tick + d:tick + d + E] = chunk[:, :E]
                 switches.append(tick + d)
@@ -107,7 +118,7 @@ def rollout(tasks: np.ndarray, policy: Policy, sch: Schedule, ticks: int, refine
         pucks.append(env.puck())
     return {"executed": executed, "tips": np.stack(tips, 1), "pucks": np.stack(pucks, 1),
             "switches": [t for t in switches[1:] if t < ticks], "success": env.done.copy(),
-            "done_tick": env.done_tick.copy(), "goal": env.goal.copy()}
+            "done_tick": env.done_tick.copy(), "goal": env.goal.copy(), "held": held, "inferences": inferences}
 
 
 def expert_rollout(tasks: np.ndarray, ticks: int) -> dict:
@@ -122,4 +133,5 @@ def expert_rollout(tasks: np.ndarray, ticks: int) -> dict:
         tips.append(env.tip())
         pucks.append(env.puck())
     return {"executed": executed, "tips": np.stack(tips, 1), "pucks": np.stack(pucks, 1), "switches": [],
-            "success": env.done.copy(), "done_tick": env.done_tick.copy(), "goal": env.goal.copy()}
+            "success": env.done.copy(), "done_tick": env.done_tick.copy(), "goal": env.goal.copy(),
+            "held": np.zeros(ticks, bool), "inferences": 0}  # no scheduled hold, no policy inference

@@ -65,9 +65,10 @@ def plot_continuity(closed: pd.DataFrame, path) -> None:
 
 def plot_success(closed: pd.DataFrame, path) -> None:
     arms = [a for a in closed["arm"].unique()]
-    fig, axes = new_figure(ncols=2, width=4.4)
+    fig, axes = new_figure(ncols=3, width=3.6)
     _bars(axes[0], closed, arms, "success", "task success rate")
     _bars(axes[1], closed, arms, "pause_share", "pause share (still, task unfinished)")
+    _bars(axes[2], closed, arms, "pause_share_unscheduled", "pause share, scheduled holds left out")
     save(fig, path)
 
 

@@ -13,8 +13,11 @@ commanded fingertip target, part of the observation), the usual delta-action par
 trained on such relative chunks too. Policies see the observation plus two relative features (puck minus
 fingertip, goal minus puck): ``features``.
 
-Every policy uses the same denoiser size, noise schedule (100 training steps, squared-cosine betas,
-epsilon prediction), DDIM with ``inference_steps`` steps, optimiser and number of updates.
+Every policy uses the same denoiser size, noise schedule (100 training steps, squared-cosine betas),
+prediction target (``prediction``: ``sample``, the clean chunk, x0-prediction, or ``epsilon``, the noise), DDIM
+with ``inference_steps`` steps, optimiser and number of updates. With epsilon prediction and 8 DDIM steps the
+96-D 60 Hz action policy kept most of its sampling noise (held-out deviation 0.026 m, jerk ~180x the expert's,
+success 0.15 of the expert's); x0-prediction, common for low-dimensional action diffusion, is the default.
 ``sample(..., known=...)`` inpaints known entries (the RTC-like baseline): after every DDIM step the known
 entries are replaced by their forward-noised values at the next noise level, and by the values themselves
 at the end (hard inpainting, RePaint-style, instead of RTC's soft guidance).
@@ -102,12 +105,14 @@ def schedulers(s: dict):
     from diffusers import DDIMScheduler, DDPMScheduler
 
     kw = dict(num_train_timesteps=s["train_timesteps"], beta_schedule="squaredcos_cap_v2", clip_sample=False,
-              prediction_type="epsilon")
+              prediction_type=s.get("prediction", "epsilon"))
     return DDPMScheduler(**kw), DDIMScheduler(**kw)
 
 
 def train_denoiser(samples: np.ndarray, obs: np.ndarray, s: dict, rng: np.random.Generator) -> tuple[Denoiser, list]:
-    """Epsilon-prediction training: ``s['steps']`` AdamW updates on random (sample, obs) minibatches."""
+    """``s['steps']`` AdamW updates on random (sample, obs) minibatches; the network regresses the noise
+    (``prediction`` epsilon) or the clean sample (``prediction`` sample)."""
+    target_is_noise = s.get("prediction", "epsilon") == "epsilon"
     ddpm, _ = schedulers(s)
     model = Denoiser(samples.shape[1], obs.shape[1], s["hidden"], s["layers"])
     opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=1e-4)
@@ -119,7 +124,7 @@ def train_denoiser(samples: np.ndarray, obs: np.ndarray, s: dict, rng: np.random
         x0, o = x_all[idx], o_all[idx]
         noise = torch.randn_like(x0)
         t = torch.randint(0, s["train_timesteps"], (len(x0),))
-        loss = torch.nn.functional.mse_loss(model(ddpm.add_noise(x0, noise, t), t, o), noise)
+        loss = torch.nn.functional.mse_loss(model(ddpm.add_noise(x0, noise, t), t, o), noise if target_is_noise else x0)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -144,8 +149,8 @@ def sample(model: Denoiser, obs: np.ndarray, dim: int, s: dict, generator: torch
         values = torch.as_tensor(known[1], dtype=torch.float32)
     steps = list(ddim.timesteps)
     for i, t in enumerate(steps):
-        eps = model(x, t.repeat(len(o)), o)
-        x = ddim.step(eps, t, x).prev_sample
+        out = model(x, t.repeat(len(o)), o)  # noise or clean sample, as the scheduler's prediction_type says
+        x = ddim.step(out, t, x).prev_sample
         if known is not None:
             if i + 1 < len(steps):
                 nz = ddim.add_noise(values, torch.randn(values.shape, generator=generator), steps[i + 1].repeat(len(o)))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import torch
 
+from icmlrepro.core.io import read_torch, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from . import data as rtr_data
@@ -22,7 +22,7 @@ from .vae import new_vae
 
 def load_vae(path, s: dict, seed: int, downsample: int | None = None):
     """(vae, act_norm, obs_norm) of a seed from vae.pt."""
-    ck = torch.load(path, weights_only=False)
+    ck = read_torch(path)
     f = downsample or s["downsample"]
     vae = new_vae(s, f)
     vae.load_state_dict(ck["seeds"][seed][f]["state"])
@@ -47,6 +47,6 @@ def run(job) -> None:
     rng = seed_everything(derive_seed(seed, "rtr", "policy", kind))
     t0 = time.perf_counter()
     model, losses = train_denoiser(samples, obs_norm(features(o)).astype(np.float32), s, rng)
-    torch.save({"kind": kind, "seed": seed, "dim": samples.shape[1], "state": model.state_dict(),
-                "z_norm": z_norm.state() if z_norm else None, "losses": losses,
-                "train_seconds": time.perf_counter() - t0}, job.output.policy)
+    write_torch(job.output.policy, {"kind": kind, "seed": seed, "dim": samples.shape[1], "state": model.state_dict(),
+                                    "z_norm": z_norm.state() if z_norm else None, "losses": losses,
+                                    "train_seconds": time.perf_counter() - t0})

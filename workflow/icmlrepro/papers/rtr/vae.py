@@ -18,6 +18,7 @@ from icmlrepro.core.seeding import derive_seed, seed_everything
 from . import data as rtr_data
 from .model import BlockVAE, vae_loss
 from .policy import Normalizer, features, reference
+from icmlrepro.core.io import write_torch
 
 
 def new_vae(s: dict, downsample: int) -> BlockVAE:
@@ -57,4 +58,4 @@ def run(job) -> None:
             vae, losses = train_vae(x, s, f, seed)
             per[f] = {"state": vae.state_dict(), "losses": losses, "train_seconds": time.perf_counter() - t0}
         out["seeds"][seed] = per
-    torch.save(out, job.output.vae)
+    write_torch(job.output.vae, out)
