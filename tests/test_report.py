@@ -223,3 +223,15 @@ def test_snakemake_report_has_one_category_per_paper(smoke_run):
     text = out.read_text(errors="ignore")
     for paper, pngs in figure_files(smoke_run).items():
         assert f'"{paper}"' in text, paper
+
+
+@pytest.mark.parametrize("caption", sorted((ROOT / "report" / "captions").glob("*.rst")), ids=lambda p: p.stem)
+def test_every_caption_renders_without_docutils_errors(caption):
+    """Snakemake's --report renders captions as reStructuredText: a stray ``|x|`` is read as a substitution
+    and logged as an error (issue 43 item 7: the CCC-GRPO caption's ``-|q - y|``)."""
+    from docutils.core import publish_doctree
+
+    err = io.StringIO()
+    publish_doctree(caption.read_text(), settings_overrides={"warning_stream": err, "report_level": 2,
+                                                             "halt_level": 5})
+    assert err.getvalue() == "", err.getvalue()
