@@ -269,7 +269,8 @@ def test_metrics_and_verdicts_on_planted_shrinkage():
     # with CCC-GRPO's answers replaced by SFT's the method claims no longer hold
     p = _planted_predictions()
     p.loc[p["arm"] == "ccc", "pred"] = p.loc[p["arm"] == "sft", "pred"].to_numpy()
-    res = {r.claim.id: r.ungated for r in V.judge_paper(load_claims("ccc_grpo"), evaluate.build_metrics(p, s, secs))}
+    res = {r.claim.id: r.ungated
+           for r in V.judge_paper(load_claims("ccc_grpo"), evaluate.build_metrics(p, s, secs, tuning=tun))}
     assert res["improves_over_baselines"] != V.REPRODUCED and res["tail_gains"] != V.REPRODUCED
 
 
