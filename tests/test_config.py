@@ -136,3 +136,19 @@ def test_snakemake_names_the_configfile_line(tmp_path):
     proc = snakemake(work, "-n", "--configfile", str(conf), check=False)
     assert proc.returncode != 0
     assert f"{conf}:4:5: config key 'lec.smoke.n_seeds'" in proc.stdout + proc.stderr
+
+
+def test_cross_references_are_checked_before_any_job(tmp_path):
+    """LEC's routing must name models the run trains (issue 43 item 4: it failed after training with
+    KeyError: 'mlp'); the message names the key, the value, the list and where the value was set."""
+    path = tmp_path / "cross.yaml"
+    path.write_text("lec:\n  smoke:\n    routing: {primary: logreg, secondary: mlp}\n    models: [gnb, logreg]\n")
+    with pytest.raises(ConfigError) as exc:
+        check_config_file(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:3:") and "config key 'lec.smoke.routing.secondary': 'mlp' is not in" in msg
+    path.write_text("graph_alignment:\n  smoke:\n    transfer: {source: real}\n")
+    with pytest.raises(ConfigError, match=r"graph_alignment.smoke.transfer.source': 'real' is not in"):
+        check_config_file(path)
+    path.write_text("lec:\n  smoke:\n    models: [gnb, logreg, mlp]\n")
+    check_config_file(path)

@@ -195,10 +195,43 @@ def validate_config(config: dict, files: list = (), overrides: dict | None = Non
         if paper not in config:
             raise ConfigError(f"config key '{paper}': paper {paper!r} is listed in 'papers' "
                               f"but has no settings block")
+    check_cross_references(config, files, overrides)
     from snakemake.utils import validate as snakemake_validate
 
     snakemake_validate(config, str(schema_dir() / "config.schema.yaml"))
     return config
+
+
+# Settings that name an entry of a list in the same scale block: (paper, key naming it, key of the list).
+# The schema cannot say this; without the check a typo fails after training, as a KeyError.
+CROSS_REFERENCES = (
+    ("lec", "routing.primary", "models"),
+    ("lec", "routing.secondary", "models"),
+    ("graph_alignment", "tune.source", "sources"),
+    ("graph_alignment", "transfer.source", "sources"),
+)
+
+
+def _get(block: dict, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(block, dict) or part not in block:
+            return None
+        block = block[part]
+    return block
+
+
+def check_cross_references(config: dict, files: list = (), overrides: dict | None = None) -> None:
+    """Every setting of :data:`CROSS_REFERENCES` names an entry of its list, at every scale of the paper."""
+    for paper, key, list_key in CROSS_REFERENCES:
+        for scale, block in (config.get(paper) or {}).items():
+            value, allowed = _get(block, key), _get(block, list_key)
+            if value is None or allowed is None or value in allowed:
+                continue
+            path = [paper, scale, *key.split(".")]
+            where = locate(path, files, overrides) if (files or overrides) else None
+            raise ConfigError((f"{where}: " if where else "")
+                              + f"config key '{'.'.join(path)}': {value!r} is not in '{paper}.{scale}.{list_key}' "
+                              f"({', '.join(repr(v) for v in allowed)})")
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> dict:
