@@ -54,11 +54,16 @@ class Condition:
         return tuple(m for m in (self.metric, self.control, self.minus, self.floor, self.ceiling)
                      if isinstance(m, str))
 
-    def describe(self) -> str:
+    @property
+    def threshold_text(self) -> str:
+        """``in [lo, hi]`` or ``op threshold``."""
         if self.op == "between":
             lo, hi = self.threshold
-            return f"{self.quantity} in [{lo:g}, {hi:g}]"
-        return f"{self.quantity} {self.op} {self.threshold:g}"
+            return f"in [{lo:g}, {hi:g}]"
+        return f"{self.op} {self.threshold:g}"
+
+    def describe(self) -> str:
+        return f"{self.quantity} {self.threshold_text}"
 
     def describe_control(self) -> str:
         side = ">" if self.op in (">", ">=") else "<"

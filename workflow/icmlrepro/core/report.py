@@ -118,8 +118,9 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
                 f"{metrics_path}: holds paper {metrics.paper!r} at scale {metrics.scale!r}, "
                 f"expected {paper!r} at {scale!r}")
         status = "run" if metrics else ("not configured" if paper not in papers else "not implemented")
-        sec = PaperSection(pc, V.judge_paper(pc, metrics, level=ci_level, method=ci_method), status)
-        sec.gates = list(V.judge_gates(pc, metrics, level=ci_level, method=ci_method).values())
+        gates = V.judge_gates(pc, metrics, level=ci_level, method=ci_method)  # judged once, shown and applied
+        sec = PaperSection(pc, V.judge_paper(pc, metrics, gates, level=ci_level, method=ci_method), status)
+        sec.gates = list(gates.values())
         if metrics:
             figs = sorted(k for k in inputs if k.startswith(f"{paper}__figure"))
             sec.figures = [figure_entry(Path(inputs[k])) for k in figs]
@@ -130,6 +131,10 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
             sec.tuning = tuning_edges(metrics)
         sections.append(sec)
     return sections
+
+
+def verdict_totals(sections: list[PaperSection]) -> dict[str, int]:
+    return {v: sum(s.counts[v] for s in sections) for v in V.VERDICTS}
 
 
 def decision_summary(sections: list[PaperSection]) -> dict:
@@ -162,7 +167,7 @@ def text_summary(sections: list[PaperSection]) -> str:
             extra += f"; n*: {r.n_star_note}" if r.n_star_note else ""
             lines.append(f"  {r.claim.id}: {r.verdict}{extra}")
     d = decision_summary(sections)
-    totals = {v: sum(s.counts[v] for s in sections) for v in V.VERDICTS}
+    totals = verdict_totals(sections)
     lines.append("totals: " + ", ".join(f"{v} {n}" for v, n in totals.items()))
     lines.append(f"decided {d['decided']} of {d['ran']} that ran; blocked by a gate {d['blocked']}; "
                  f"declared not testable {d['declared_not_testable']}; inconclusive {len(d['undecided'])}")
@@ -184,7 +189,7 @@ def render(sections: list[PaperSection], scale: str, provenance: dict, template:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = fmt
     env.filters["vclass"] = verdict_class
-    totals = {v: sum(s.counts[v] for s in sections) for v in V.VERDICTS}
+    totals = verdict_totals(sections)
     return env.get_template(template.name).render(
         sections=sections, scale=scale, prov=provenance, verdicts=V.VERDICTS, totals=totals,
         ci_level=ci_level, ci_method=ci_method, decision=decision_summary(sections), n_cap=N_CAP)

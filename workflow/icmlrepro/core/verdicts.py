@@ -15,8 +15,9 @@ fails only when the interval at the Bonferroni level 1 - (1 - level)/k lies whol
 Gates: a paper's claims file names calibration conditions (its main baseline between the trivial
 reference and the ceiling, arms that learned something). A claim relying on a gate that fails or is
 undecided reads ``not testable at this scale``, naming the gate; its conditions are still computed
-and shown. Power (``core.power``): each undecided test reports the replicates that would decide it. NaN replicates (a quantity undefined in some run, such as the risk
-of an empty selection) make a condition undecided, never passing, and so does a single replicate
+and shown. Power (``core.power``): each undecided test reports the replicates that would decide it.
+
+NaN replicates (a quantity undefined in some run, such as the risk of an empty selection) make a condition undecided, never passing, and so does a single replicate
 (``one replicate``: no spread can be estimated, so the point value is shown but decides nothing).
 
 A condition that names a ``control`` (the same quantity on the arm where the claimed cause is absent)
@@ -87,11 +88,9 @@ class GateResult:
         if bad is None:
             return f"gate {self.gate.id} {word}"
         s, cond = bad.summary, bad.condition
-        thr = (f"in [{cond.threshold[0]:g}, {cond.threshold[1]:g}]" if cond.op == "between"
-               else f"{cond.op} {cond.threshold:g}")
         ci = f" [{s.lo:.3g}, {s.hi:.3g}]" if s.n > 1 else " (one replicate)"
         extra = f"; {bad.note}" if bad.note else ""
-        return f"gate {self.gate.id} {word}: {cond.quantity} {s.mean:.3g}{ci} vs {thr}{extra}"
+        return f"gate {self.gate.id} {word}: {cond.quantity} {s.mean:.3g}{ci} vs {cond.threshold_text}{extra}"
 
 
 @dataclass(frozen=True)
@@ -293,9 +292,10 @@ def judge_claim(claim: Claim, metrics: MetricsFile | None, level: float = 0.95,
     return apply_gates(result, gates)
 
 
-def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[ClaimResult]:
-    """Verdicts for every claim of a paper, after its gates; a metric missing from metrics.json raises,
-    naming both."""
+def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, gates: dict[str, GateResult] | None = None,
+                **kw) -> list[ClaimResult]:
+    """Verdicts for every claim of a paper, after its gates (``gates``: already judged by ``judge_gates``, else
+    judged here); a metric missing from metrics.json raises, naming both."""
     if metrics is not None:
         missing = [m for m in pc.metrics_needed(metrics.scale) if m not in metrics.metrics]
         if missing:
@@ -303,7 +303,7 @@ def judge_paper(pc: PaperClaims, metrics: MetricsFile | None, **kw) -> list[Clai
                 f"paper {pc.paper!r}: metrics.json lacks {', '.join(repr(m) for m in missing)} "
                 f"needed by resources/claims/{pc.paper}.yaml"
             )
-    gates = judge_gates(pc, metrics, **kw)
+    gates = judge_gates(pc, metrics, **kw) if gates is None else gates
     return [judge_claim(c, metrics, gates=tuple(gates[g.id] for g in pc.gates_of(c) if g.id in gates), **kw)
             for c in pc.claims]
 
