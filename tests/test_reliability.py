@@ -196,3 +196,16 @@ def test_corrupt_intermediate_prints_the_command_that_fixes_it(lec_run, tmp_path
     snakemake(work, "--cores", "1", *CONFIG)
     read_parquet(work / bad)
     assert planned(work) == set()
+
+
+def test_every_job_log_names_its_network_barrier(lec_run):
+    """Each job says which barrier kept it off the network: its own network namespace where the kernel permits
+    unprivileged ones (this machine's answer decides which text is expected), else the audit hook alone."""
+    permitted = shutil.which("unshare") and subprocess.run(["unshare", "-rn", "true"],
+                                                           capture_output=True).returncode == 0
+    expected = "own network namespace" if permitted else "Python audit hook only"
+    logs = sorted((lec_run / LEC / "logs").rglob("*.log"))
+    assert logs
+    for log in logs:
+        barrier = re.search(r"network barrier: (.*)", log.read_text())
+        assert barrier and barrier.group(1).startswith(expected), (log, barrier)

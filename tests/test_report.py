@@ -210,6 +210,12 @@ def test_gates_power_and_decided_share_are_shown(tmp_path, capsys):
     assert "blocked" in row["class"] and "gate base_works failed" in row.get_text()
     assert out.select_one(".blocked-count").get_text() == "1"
     assert "of 2" in out.select_one(".decision").get_text()
+    # the first screen's grid: the paper's row counts its verdicts, its blocked claims and its decided share
+    grid_row = out.select_one('#verdict-grid tr[data-paper="lec"]')
+    counts = {td["data-verdict-count"]: int(td.get_text()) for td in grid_row.select("td[data-verdict-count]")}
+    assert counts[V.NOT_TESTABLE] == 1 and counts[V.INCONCLUSIVE] == 1 and sum(counts.values()) == 2
+    assert grid_row.select_one(".decided-share").get_text() == "0%"
+    assert out.select_one("details.legend") is not None  # the legend folds away
     from icmlrepro.core.cli import main
     mf.write(tmp_path / "res" / "lec" / "metrics.json")
     main(["verdicts", "--scale", "smoke", "--results", str(tmp_path / "res"), "--claims", str(claims)])

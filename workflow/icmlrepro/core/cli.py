@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .device import GPU_ENV, scheduler_facts
 from .io import remove_partials
-from .offline import install_network_guard
+from .offline import install_network_guard, network_barrier
 from .paths import repo_root
 from .seeding import set_threads
 
@@ -146,6 +146,7 @@ def run_stage(stage: str, spec: dict) -> None:
     set_threads(job.threads)
     install_network_guard()
     log.info("stage %s: network guard on, %d thread(s)", stage, job.threads)
+    log.info("stage %s: network barrier: %s", stage, network_barrier())
     log.info("stage %s: code from %s (checkout %s)", stage, package, repo_root())
     for path in job.output.values():
         for stale in remove_partials(path):
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         job = Job.from_spec(spec)
         install_network_guard()
         log.info("report: code from %s (checkout %s)", package, repo_root())
+        log.info("report: network barrier: %s", network_barrier())
         run_report(job)
     return 0
 

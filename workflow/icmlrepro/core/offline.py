@@ -8,18 +8,51 @@ child (``subprocess``, multiprocessing ``spawn``/``forkserver``) gets it at star
 ``workflow/sitecustomize.py``, which installs it when ``ICMLREPRO_NETWORK_GUARD=1``: the rules
 export that variable with :func:`job_environment`, and a guarded process exports it to its
 children too.
+
+Below Python, when the kernel lets an unprivileged user create namespaces, every job runs in a network
+namespace of its own: ``python -m icmlrepro stage|report`` re-executes itself under ``unshare -rn``
+(:func:`enter_network_namespace`) before it imports anything heavy. The namespace has no interface but a
+loopback that is down, so nothing in the job reaches the network, whatever the language: C libraries,
+``python -S`` children and children with a cleaned environment included. Where that is not permitted
+(some clusters), the audit hook is the barrier and those escapes remain; each job's log says which barrier
+it ran behind (:func:`network_barrier`). It is done in the stage runner, not in the rules' shell commands,
+so that the commands (which Snakemake tracks) do not depend on the machine.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 GUARD_VAR = "ICMLREPRO_NETWORK_GUARD"
 WORKFLOW_DIR = Path(__file__).resolve().parents[2]  # holds the icmlrepro package and sitecustomize.py
+
+# "0" switches the job's own network namespace off; "inside" marks a process (and its children) already in one.
+NETNS_VAR = "ICMLREPRO_NETNS"
+
+
+def netns_permitted() -> bool:
+    """Whether this machine lets this user create a network namespace (``unshare -rn``), asked by trying."""
+    unshare = shutil.which("unshare")
+    return bool(unshare) and subprocess.run([unshare, "-rn", "true"], capture_output=True).returncode == 0
+
+
+def enter_network_namespace(args: list[str]) -> None:
+    """Re-execute ``python *args`` in a network namespace of its own when permitted; return otherwise.
+
+    Called first thing by ``python -m icmlrepro stage|report``; the process keeps its PID (``exec``), so
+    Snakemake's benchmark and signals still reach it. Nothing is lost where namespaces are refused: the
+    process goes on behind the audit hook alone, and says so in its log."""
+    if os.environ.get(NETNS_VAR) in ("0", "inside") or not netns_permitted():
+        return
+    os.environ[NETNS_VAR] = "inside"
+    unshare = shutil.which("unshare")
+    os.execv(unshare, [unshare, "-rn", sys.executable, *args])
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -80,13 +113,32 @@ def _loopback(address) -> bool:
         return False
 
 
+# Audit events of the resolver (gethostbyname_ex raises socket.gethostbyname); getservbyname/port and
+# gethostname read local files only.
+NAME_LOOKUPS = frozenset({"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                          "socket.getnameinfo"})
+
+
+def network_barrier() -> str:
+    """Which barrier this process runs behind, for its log: a network namespace without interfaces other than
+    loopback (nothing reaches the network) or only the audit hook (Python-level: C code can still connect)."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        names = []
+    if names and all(name == "lo" for name in names):
+        return "own network namespace (loopback only) and the Python audit hook"
+    return ("Python audit hook only (no network namespace here: unprivileged `unshare -rn` is not permitted "
+            "or ICMLREPRO_NETNS=0); C-level sockets and children started without the guard are not covered")
+
+
 def _audit(event: str, args: tuple) -> None:
     if event == "socket.connect":
         sock, address = args[0], args[1]
         if getattr(sock, "family", None) == socket.AF_UNIX:
             return
         raise NetworkAccessError(f"network access refused in a pipeline job: connect to {address!r}")
-    if event == "socket.getaddrinfo":
+    if event in NAME_LOOKUPS:
         raise NetworkAccessError(f"network access refused in a pipeline job: name lookup of {args[0]!r}")
     if event in ("socket.sendto", "socket.sendmsg"):
         sock, address = args[0], args[1]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 import pandas as pd
+from markupsafe import Markup, escape
 
 from . import verdicts as V
 from .claims import PaperClaims, load_all_claims
@@ -52,6 +54,13 @@ class PaperSection:
         """Claims that read "not testable at this scale" because a gate they rely on did not hold."""
         return sum(bool(r.blocked_by) for r in self.results)
 
+    @property
+    def decided_share(self) -> float:
+        """The share of this paper's claims that were decided (NaN when it did not run): the grid's last column."""
+        if self.status != "run" or not self.results:
+            return math.nan
+        return sum(bool(r.decided) for r in self.results) / len(self.results)
+
     def claimed_comparable(self, claim) -> bool:
         """Whether the claim's stated number may sit beside the measurement: same unit as the metric of
         its first condition (before a run, the number stands alone and is shown)."""
@@ -67,6 +76,13 @@ def fmt(x: float, digits: int = 4) -> str:
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "−∞"
     return f"{x:.{digits}g}"
+
+
+def breakable(name: str) -> Markup:
+    """An identifier that a narrow column may wrap after ``_`` or ``.`` and nowhere else: the browser otherwise
+    either overflows the cell or (with ``overflow-wrap: anywhere``) breaks it letter by letter ("ris k_co ntro l")."""
+    return Markup("").join(Markup(escape(part)) + (Markup("<wbr>") if part in "_." else Markup(""))
+                           for part in re.split(r"([_.])", str(name)) if part)
 
 
 def verdict_class(verdict: str) -> str:
@@ -189,6 +205,7 @@ def render(sections: list[PaperSection], scale: str, provenance: dict, template:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = fmt
     env.filters["vclass"] = verdict_class
+    env.filters["breakable"] = breakable
     totals = verdict_totals(sections)
     return env.get_template(template.name).render(
         sections=sections, scale=scale, prov=provenance, verdicts=V.VERDICTS, totals=totals,
