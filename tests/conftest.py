@@ -22,9 +22,30 @@ def copy_workflow(dest: Path) -> Path:
 # Time allowed to a Snakemake call, sized to its work: a fixed part (DAG build, report, LM substrate)
 # plus a part per paper it runs. A smoke chain takes <= 45 s on a quiet 2-core machine (the project's
 # bar); CI machines are loaded (4x slower seen), so 180 s per paper: the 8-paper smoke DAG gets 34 min,
-# 19 papers 67 min, inside CI's 90. ICMLREPRO_TEST_TIMEOUT_FACTOR stretches it on slower machines.
+# 19 papers 67 min, inside CI's 90. The limit then stretches with the machine's measured speed at the time
+# of the call (:func:`machine_slowness`: a loaded or slow machine gets proportionally more), and
+# ICMLREPRO_TEST_TIMEOUT_FACTOR stretches it further by hand.
 TIMEOUT_FIXED_S = 600
 TIMEOUT_PER_PAPER_S = 180
+# Seconds the calibration loop of machine_slowness takes on the README's quiet 2-core machine (median of 3).
+REFERENCE_LOOP_S = 0.095
+
+
+def _calibration_loop() -> float:
+    import time
+
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(2_000_000):
+        total += i * i % 7
+    return time.perf_counter() - t0
+
+
+def machine_slowness() -> float:
+    """How many times slower than the README's quiet machine this one runs a fixed pure-Python loop right
+    now (at least 1): other work on the cores, a slower CPU or throttling all show up in it, so a slow
+    machine gets more time instead of turning its slowness into test errors."""
+    return max(1.0, sorted(_calibration_loop() for _ in range(3))[1] / REFERENCE_LOOP_S)
 
 
 def papers_run(workdir: Path, args: tuple[str, ...]) -> int:
@@ -41,20 +62,61 @@ def papers_run(workdir: Path, args: tuple[str, ...]) -> int:
         return 19  # all papers of the project: the largest honest budget
 
 
-def snakemake_timeout(workdir: Path, args: tuple[str, ...]) -> float:
+def snakemake_timeout(workdir: Path, args: tuple[str, ...], slowness: float | None = None) -> float:
     factor = float(os.environ.get("ICMLREPRO_TEST_TIMEOUT_FACTOR", "1"))
-    return factor * (TIMEOUT_FIXED_S + TIMEOUT_PER_PAPER_S * papers_run(workdir, args))
+    slowness = machine_slowness() if slowness is None else slowness
+    return factor * slowness * (TIMEOUT_FIXED_S + TIMEOUT_PER_PAPER_S * papers_run(workdir, args))
+
+
+def unfinished_jobs(workdir: Path) -> list[str]:
+    """The jobs of the latest Snakemake log in ``workdir`` that started and never finished, each with its
+    wildcards and start time: what a timed-out call was waiting for."""
+    import re
+
+    logs = sorted((Path(workdir) / ".snakemake" / "log").glob("*.snakemake.log"))
+    if not logs:
+        return []
+    text = logs[-1].read_text(errors="replace")
+    started = {}
+    for m in re.finditer(r"^\[(?P<when>[^\]]+)\]\n(?:local)?rule (?P<rule>\w+):\n(?P<body>(?:    .*\n)+)", text,
+                         flags=re.M):
+        job = re.search(r"jobid: (\d+)", m.group("body"))
+        wild = re.search(r"wildcards: (.*)", m.group("body"))
+        if job:
+            started[job.group(1)] = (f"{m.group('rule')}[{wild.group(1) if wild else ''}] started "
+                                     f"{m.group('when')}")
+    finished = set(re.findall(r"Finished job(?:id)?:? (\d+)", text))
+    return [desc for jobid, desc in started.items() if jobid not in finished]
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
               timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run the Snakemake of this environment in ``workdir``; output captured as text. Without a
-    ``timeout`` the call gets one sized to the papers it runs (:func:`snakemake_timeout`)."""
-    timeout = timeout or snakemake_timeout(workdir, args)
+    ``timeout`` the call gets one sized to the papers it runs and the machine's speed
+    (:func:`snakemake_timeout`); when it runs out, the error names the jobs still running."""
+    import signal
+
+    slowness = machine_slowness()
+    timeout = timeout or snakemake_timeout(workdir, args, slowness)
     exe = Path(sys.executable).with_name("snakemake")
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([str(exe), *args], cwd=workdir, capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    proc = subprocess.Popen([str(exe), *args], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=full_env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        running = unfinished_jobs(workdir)
+        os.killpg(proc.pid, signal.SIGTERM)  # Snakemake and every job it started
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        raise AssertionError(
+            f"snakemake {' '.join(args)} ran past its {timeout:.0f} s limit (machine {slowness:.1f}x slower than "
+            f"the reference at the start); still running: {'; '.join(running) or 'no job (Snakemake itself)'}\n"
+            f"{stderr[-3000:]}") from None
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")

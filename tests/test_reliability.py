@@ -209,3 +209,33 @@ def test_every_job_log_names_its_network_barrier(lec_run):
     for log in logs:
         barrier = re.search(r"network barrier: (.*)", log.read_text())
         assert barrier and barrier.group(1).startswith(expected), (log, barrier)
+
+
+def job_counts(proc: subprocess.CompletedProcess) -> dict[str, int]:
+    """The jobs per rule a dry run would run (empty when there is nothing to do)."""
+    text = proc.stdout + proc.stderr
+    if "Nothing to be done" in text:
+        return {}
+    table = text.split("Job stats:")[1].split("total")[0]
+    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M) if rule != "all"}
+
+
+def test_a_setting_reruns_only_the_jobs_that_read_it(lec_run, tmp_path):
+    """Each job gets only the settings it reads (issue 43 item 5): the MLP's epochs retrain the MLP's seeds and
+    not GNB's or logistic regression's; an unconfigured paper's block, or another scale's settings, rerun
+    nothing (the report used to take the whole config)."""
+    work = clone(lec_run, tmp_path / "w")
+    cfg_file = work / "config" / "config.yaml"
+    original = cfg_file.read_text()
+    raw = yaml.safe_load(original)
+    n_seeds = raw["lec"]["smoke"]["n_seeds"]
+
+    raw["timesx"]["smoke"]["n_seeds"] += 1  # not configured in this run (papers=[lec])
+    raw["lec"]["default"]["alphas"] = [0.1]  # another scale
+    cfg_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert job_counts(snakemake(work, "-n", *CONFIG)) == {}
+
+    raw["lec"]["smoke"]["mlp_epochs"] += 1
+    cfg_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    counts = job_counts(snakemake(work, "-n", *CONFIG))
+    assert counts == {"lec_train": n_seeds, "lec_eval": 1, "lec_figures": 1, "report": 1}, counts

@@ -70,14 +70,16 @@ def settings_of(paper, *keys):
     """The paper's settings at the job's scale as JSON (``--settings`` of a stage).
 
     ``keys`` limits them to what the stage reads, so that changing, say, the risk levels does
-    not retrain models. A params function of wildcards only, so Snakemake records it and a
-    change of these settings reruns the job (params derived from input/output are not tracked).
+    not retrain models; a single callable of the wildcards gives keys that differ between the jobs of one rule
+    (LEC's MLP epochs reach the MLP's training jobs only). A params function of wildcards only, so Snakemake
+    records it and a change of these settings reruns the job (params derived from input/output are not tracked).
     """
 
     def settings(wildcards):
         block = paper_settings(config, paper, wildcards.scale)
-        if keys:
-            block = {k: block[k] for k in ("scale", *keys)}
+        wanted = keys[0](wildcards) if len(keys) == 1 and callable(keys[0]) else keys
+        if wanted:
+            block = {k: block[k] for k in ("scale", *wanted)}
         return json.dumps(block, sort_keys=True)
 
     return settings
@@ -128,12 +130,26 @@ def paper_targets(scale):
     return [v for k, v in inputs.items() if k.endswith("__metrics") or "__figure" in k]
 
 
+def report_config(scale):
+    """The part of the config the report covers: the shared keys, and the blocks of the configured papers (and of
+    shared substrates such as the LM) at ``scale``. The report reads its verdict settings from it and hashes it for
+    the provenance; handing it the whole config made any edit (an unconfigured paper's block, another scale's
+    settings) rerun the report."""
+    out = {}
+    for key, value in config.items():
+        scaled = isinstance(value, dict) and scale in value
+        if key in PAPER_OUTPUTS and key not in PAPERS:
+            continue
+        out[key] = value[scale] if scaled else value
+    return out
+
+
 def report_settings(wildcards):
     return json.dumps(
         {
             "scale": wildcards.scale,
             "papers": PAPERS,
-            "config": config,
+            "config": report_config(wildcards.scale),
             "template": REPORT_TEMPLATE,
             "results_dir": str(Path("results") / wildcards.scale),
         },

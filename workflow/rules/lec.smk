@@ -32,7 +32,7 @@ rule lec_train:
     params:
         stage="lec.train",
         spec=paths_spec,
-        settings=settings_of("lec", "train_fraction", "mlp_epochs"),
+        settings=settings_of("lec", lambda w: ("train_fraction", "mlp_epochs") if w.model == "mlp" else ("train_fraction",)),
     log:
         "results/{scale}/lec/logs/lec_train/{model}-seed{seed}.log",
     benchmark:

@@ -40,7 +40,7 @@ def _mlp_proba(x_tr, y_tr, x_te, seed: int, epochs: int) -> np.ndarray:
         return torch.softmax(net(torch.as_tensor(x_te)), dim=1).double().numpy()
 
 
-def predict_proba(model: str, x_tr, y_tr, x_te, seed: int, mlp_epochs: int) -> np.ndarray:
+def predict_proba(model: str, x_tr, y_tr, x_te, seed: int, mlp_epochs: int | None) -> np.ndarray:
     if model == "gnb":
         return GaussianNB().fit(x_tr, y_tr).predict_proba(x_te)
     if model == "logreg":
@@ -50,7 +50,8 @@ def predict_proba(model: str, x_tr, y_tr, x_te, seed: int, mlp_epochs: int) -> n
     raise ValueError(f"unknown model {model!r} (known: {', '.join(MODELS)})")
 
 
-def predictions(table: pd.DataFrame, model: str, seed: int, train_fraction: float, mlp_epochs: int) -> pd.DataFrame:
+def predictions(table: pd.DataFrame, model: str, seed: int, train_fraction: float,
+                mlp_epochs: int | None) -> pd.DataFrame:
     seed_everything(derive_seed(seed, "lec", model))
     x = table.filter(like="px").to_numpy(np.float32)
     y = table["label"].to_numpy()
@@ -69,5 +70,5 @@ def predictions(table: pd.DataFrame, model: str, seed: int, train_fraction: floa
 def run(job) -> None:
     p = job.params
     df = predictions(read_parquet(job.input.table), job.wildcards.model, int(job.wildcards.seed),
-                     p.train_fraction, p.mlp_epochs)
+                     p.train_fraction, p.get("mlp_epochs"))  # the MLP's jobs alone receive its epochs
     write_parquet(job.output.predictions, df)
