@@ -2,6 +2,9 @@
 # lec_data -> lec_train (model x seed) -> lec_eval -> lec_figures
 from icmlrepro.papers.lec.workflow_inputs import lec_prediction_files
 
+# The settings of one base model reach its own training jobs alone.
+LEC_MODEL_SETTINGS = {"mlp": ("mlp_epochs",), "gnb": ("gnb_var_smoothing",)}
+
 
 rule lec_data:
     output:
@@ -32,7 +35,7 @@ rule lec_train:
     params:
         stage="lec.train",
         spec=paths_spec,
-        settings=settings_of("lec", lambda w: ("train_fraction", "mlp_epochs") if w.model == "mlp" else ("train_fraction",)),
+        settings=settings_of("lec", lambda w: ("train_fraction", *LEC_MODEL_SETTINGS.get(w.model, ()))),
     log:
         "results/{scale}/lec/logs/lec_train/{model}-seed{seed}.log",
     benchmark:
