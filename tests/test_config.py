@@ -150,5 +150,8 @@ def test_cross_references_are_checked_before_any_job(tmp_path):
     path.write_text("graph_alignment:\n  smoke:\n    transfer: {source: real}\n")
     with pytest.raises(ConfigError, match=r"graph_alignment.smoke.transfer.source': 'real' is not in"):
         check_config_file(path)
+    path.write_text("asyncspade:\n  default:\n    headline_budget: 48\n")  # the accuracy claims' budget
+    with pytest.raises(ConfigError, match=r"asyncspade.default.headline_budget': 48 is not in"):
+        check_config_file(path)
     path.write_text("lec:\n  smoke:\n    models: [gnb, logreg, mlp]\n")
     check_config_file(path)

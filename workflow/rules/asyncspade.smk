@@ -141,7 +141,7 @@ rule asyncspade_eval:
     params:
         stage="asyncspade.evaluate",
         spec=paths_spec,
-        settings=settings_of("asyncspade", "seeds", "window", "order", "tpot"),
+        settings=settings_of("asyncspade", "seeds", "window", "order", "tpot", "headline_budget"),
     log:
         "results/{scale}/asyncspade/logs/asyncspade_eval.log",
     benchmark:

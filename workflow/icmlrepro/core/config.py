@@ -209,6 +209,7 @@ CROSS_REFERENCES = (
     ("lec", "routing.secondary", "models"),
     ("graph_alignment", "tune.source", "sources"),
     ("graph_alignment", "transfer.source", "sources"),
+    ("asyncspade", "headline_budget", "budgets"),
 )
 
 
