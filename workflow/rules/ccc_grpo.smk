@@ -1,5 +1,5 @@
 # CCC-reward GRPO for long-tailed numeric regression (resources/claims/ccc_grpo.yaml).
-# ccc_grpo_data -> ccc_grpo_sft (variant) -> ccc_grpo_rl (reward) -> ccc_grpo_eval -> ccc_grpo_figures
+# ccc_grpo_data (every seed's own draw) -> ccc_grpo_sft (variant) -> ccc_grpo_rl (reward) -> ccc_grpo_eval -> ccc_grpo_figures
 # One training job per arm loops over the seeds (learning rate picked from the grid on the first seed's
 # validation MAE); each seed's model stays its own file. The seed list of those outputs is the run's scale's
 # (config scale), so ask for another scale's files with --config scale=<it>.
@@ -16,8 +16,8 @@ rule ccc_grpo_data:
     params:
         stage="ccc_grpo.data",
         spec=paths_spec,
-        settings=settings_of("ccc_grpo", "y_max", "mode", "scale_left", "scale_right", "n_train",
-                             "n_val_per_value", "n_test_per_value", "image_size", "latent_noise", "pixel_noise", "many_above",
+        settings=settings_of("ccc_grpo", "seeds", "y_max", "mode", "scale_left", "scale_right", "n_train",
+                             "n_val_lt", "n_val_per_value", "n_test_per_value", "image_size", "latent_noise", "pixel_noise", "many_above",
                              "few_below"),
     log:
         "results/{scale}/ccc_grpo/logs/ccc_grpo_data.log",
@@ -42,13 +42,13 @@ rule ccc_grpo_sft:
     params:
         stage="ccc_grpo.sft",
         spec=paths_spec,
-        settings=settings_of("ccc_grpo", "seeds", "image_size", "model", "sft"),
+        settings=settings_of("ccc_grpo", "seeds", "image_size", "model", "sft", "y_max"),
     log:
         "results/{scale}/ccc_grpo/logs/ccc_grpo_sft/{variant}.log",
     benchmark:
         "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_sft/{variant}.tsv"
     wildcard_constraints:
-        variant="sft|sft_balanced",
+        variant="sft|sft_soft|sft_balanced",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
@@ -75,7 +75,7 @@ rule ccc_grpo_rl:
     benchmark:
         "results/{scale}/ccc_grpo/benchmarks/ccc_grpo_rl/{reward}.tsv"
     wildcard_constraints:
-        reward="pointwise|ccc|ccc_shuffled",
+        reward="pointwise|ccc|ccc_solo",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
@@ -99,7 +99,7 @@ rule ccc_grpo_eval:
     params:
         stage="ccc_grpo.evaluate",
         spec=paths_spec,
-        settings=settings_of("ccc_grpo", "image_size", "model", "rewards", "seeds"),
+        settings=settings_of("ccc_grpo", "image_size", "model", "rewards", "seeds", "rl"),
     log:
         "results/{scale}/ccc_grpo/logs/ccc_grpo_eval.log",
     benchmark:

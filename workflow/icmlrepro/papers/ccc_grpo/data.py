@@ -13,7 +13,10 @@ The test set is balanced (``n_test_per_value`` images per target value, as AgeDB
 tail counts as much as the head; so is the validation split (``n_val_per_value``) that picks learning rates. Shot regions (the paper's): a target value is many-shot with more than
 ``many_above`` training images, few-shot with fewer than ``few_below``, else medium-shot.
 A second training set of the same size with uniform targets trains the density control (``sft_balanced``).
-Training, validation and test images are drawn from independent seeded streams.
+A held-out split from the training law (``n_val_lt``, long-tailed like the training set) measures whether an arm
+improved on its training objective (the point-wise arm's gate). Training, validation and test images are drawn
+from independent seeded streams, and every seed redraws all of them (``build(s, seed)``; one file holds every
+seed's arrays under ``seed<k>.<name>``, and the shot regions are each seed's own).
 """
 
 from __future__ import annotations
@@ -67,11 +70,13 @@ def shot_regions(train_y: np.ndarray, s: dict) -> pd.DataFrame:
 
 
 def build(s: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """All arrays of the data stage from independent streams (train, balanced train, test)."""
+    """All arrays of one seed's data from independent streams (train, balanced train, long-tailed validation,
+    balanced validation, test)."""
     out = {}
-    for split, balanced in (("train", False), ("balanced", True)):
+    for split, balanced, n in (("train", False, s["n_train"]), ("balanced", True, s["n_train"]),
+                               ("val_lt", False, s["n_val_lt"])):
         rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", split))
-        y = sample_targets(s, s["n_train"], balanced, rng)
+        y = sample_targets(s, n, balanced, rng)
         out[f"{split}_y"], out[f"{split}_x"] = y, render(y, s, rng)
     for split in ("val", "test"):   # balanced; validation picks learning rates, test is only evaluated
         rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", split))
@@ -81,8 +86,23 @@ def build(s: dict, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def seen_images(arrays: dict) -> np.ndarray:
-    """Every image a model or its tuning saw: both training sets and the validation split."""
-    return np.concatenate([arrays["train_x"], arrays["balanced_x"], arrays["val_x"]])
+    """Every image a model or its tuning saw: both training sets and the validation splits."""
+    return np.concatenate([arrays["train_x"], arrays["balanced_x"], arrays["val_x"], arrays["val_lt_x"]])
+
+
+def pack(by_seed: dict[int, dict]) -> dict[str, np.ndarray]:
+    """Every seed's arrays in one mapping, keyed ``seed<k>.<name>``."""
+    return {f"seed{seed}.{k}": v for seed, arrays in by_seed.items() for k, v in arrays.items()}
+
+
+def seed_arrays(packed: dict, seed: int) -> dict[str, np.ndarray]:
+    """One seed's arrays out of :func:`pack`'s mapping (a clear error if the file lacks that seed)."""
+    head = f"seed{seed}."
+    out = {k[len(head):]: v for k, v in packed.items() if k.startswith(head)}
+    if not out:
+        raise KeyError(f"no data of seed {seed} (seeds in the file: "
+                       f"{sorted({k.split('.')[0] for k in packed})}): rerun ccc_grpo_data")
+    return out
 
 
 def shared_images(train_x: np.ndarray, test_x: np.ndarray) -> int:
@@ -93,15 +113,19 @@ def shared_images(train_x: np.ndarray, test_x: np.ndarray) -> int:
 
 def run(job) -> None:
     s = job.params
-    arrays = build(s)
-    regions = shot_regions(arrays["train_y"], s)
-    write_npz(job.output.images, arrays)
-    write_parquet(job.output.regions, regions)
-    test_region = regions.set_index("y").loc[arrays["test_y"], "region"]
-    write_json(job.output.summary, {
-        "n_train": int(len(arrays["train_y"])), "n_test": int(len(arrays["test_y"])),
-        "n_val": int(len(arrays["val_y"])),
-        "test_images_in_training": shared_images(seen_images(arrays), arrays["test_x"]),
-        "values_per_region": regions["region"].value_counts().to_dict(),
-        "test_images_per_region": test_region.value_counts().to_dict(),
-        "train_images_per_region": regions.groupby("region")["train_count"].sum().to_dict()})
+    by_seed, tables, summary = {}, [], {}
+    for seed in s["seeds"]:
+        arrays = by_seed[seed] = build(s, seed)
+        regions = shot_regions(arrays["train_y"], s)
+        tables.append(regions.assign(seed=seed))
+        test_region = regions.set_index("y").loc[arrays["test_y"], "region"]
+        summary[f"seed{seed}"] = {
+            "n_train": int(len(arrays["train_y"])), "n_test": int(len(arrays["test_y"])),
+            "n_val": int(len(arrays["val_y"])), "n_val_lt": int(len(arrays["val_lt_y"])),
+            "test_images_in_training": shared_images(seen_images(arrays), arrays["test_x"]),
+            "values_per_region": regions["region"].value_counts().to_dict(),
+            "test_images_per_region": test_region.value_counts().to_dict(),
+            "train_images_per_region": regions.groupby("region")["train_count"].sum().to_dict()}
+    write_npz(job.output.images, pack(by_seed))
+    write_parquet(job.output.regions, pd.concat(tables, ignore_index=True))
+    write_json(job.output.summary, summary)

@@ -12,9 +12,9 @@ from icmlrepro.core.io import read_parquet
 from .data import REGIONS
 from .evaluate import TRIVIAL
 
-LABELS = {"sft": "token-level SFT", "sft_balanced": "SFT on balanced targets (control)",
+LABELS = {"sft": "token-level SFT", "sft_soft": "soft-label SFT", "sft_balanced": "SFT on balanced targets (control)",
           "pointwise": "GRPO, point-wise reward", "ccc": "GRPO, CCC reward",
-          "ccc_shuffled": "GRPO, CCC on shuffled pairs (control)", TRIVIAL: "training median (trivial)"}
+          "ccc_solo": "GRPO, CCC without cross-sample terms (control)", TRIVIAL: "training median (trivial)"}
 
 
 COLORS = {arm: f"C{i}" for i, arm in enumerate(LABELS)}  # one colour per arm in every panel
@@ -48,8 +48,10 @@ def plot_regions(pred: pd.DataFrame, regions: pd.DataFrame, path) -> None:
     from matplotlib.patches import Patch
 
     shades = {"many": "0.25", "medium": "0.55", "few": "0.8"}
+    if "seed" in regions:   # every seed draws its own training set: show the first seed's
+        regions = regions[regions["seed"] == regions["seed"].min()]
     axh.bar(regions["y"], regions["train_count"], color=[shades[r] for r in regions["region"]], width=1.0)
-    axh.set(xlabel="target value", ylabel="training images", title="long-tailed training targets")
+    axh.set(xlabel="target value", ylabel="training images", title="long-tailed training targets (first seed)")
     axh.legend(handles=[Patch(color=c, label=f"{r}-shot") for r, c in shades.items()], fontsize=7)
     save(fig, path)
 

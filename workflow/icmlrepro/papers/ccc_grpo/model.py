@@ -104,3 +104,17 @@ def predict(model: NumberReader, images: np.ndarray, batch: int = 512) -> np.nda
             x = torch.as_tensor(images[i:i + batch])
             out.append(parse_answers(model.generate(model.image_prefix(x), greedy=True)))
     return np.concatenate(out)
+
+
+def sample_answers(model: NumberReader, images: np.ndarray, k: int, temperature: float, seed: int,
+                   batch: int = 512) -> np.ndarray:
+    """(n, k) sampled answers at ``temperature`` (NaN where malformed), from one seeded generator: the same
+    seed gives every model the same random numbers (common random numbers across arms)."""
+    model.eval()
+    gen, out = torch.Generator().manual_seed(seed), []
+    with torch.no_grad():
+        for i in range(0, len(images), batch):
+            x = torch.as_tensor(images[i:i + batch]).repeat_interleave(k, 0)
+            ans = model.generate(model.image_prefix(x), greedy=False, temperature=temperature, generator=gen)
+            out.append(parse_answers(ans).reshape(-1, k))
+    return np.concatenate(out)

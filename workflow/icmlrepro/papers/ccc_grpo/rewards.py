@@ -1,5 +1,5 @@
-"""The rewards of the RL arms: the paper's batch-level CCC reward, its shuffled-pairing control, the point-wise
-regression reward, and the format reward that every arm adds.
+"""The rewards of the RL arms: the paper's batch-level CCC reward, its control without the cross-sample terms
+(``ccc_solo``), the point-wise regression reward, and the format reward that every arm adds.
 
 CCC reward (the brief, from the authors' README): for input i with K sampled answers q_ik and their mean
 mu_i = mean_k q_ik, the reward of q_ik is CCC(x, y) with x = [q_ik, {mu_j}_{j != i}], y = [y_i, {y_j}_{j != i}]
@@ -8,6 +8,13 @@ where it is undefined (a zero denominator). So one answer is scored by how well 
 distribution agrees with the targets' once that answer stands in for its input: a relational, not point-wise,
 signal. Assumptions where the brief is silent: an answer that does not parse gets CCC reward 0; mu_j is the
 mean of input j's answers that parse, and an input with none is left out of every other input's context.
+
+Control ``ccc_solo`` (CCC without the cross-sample terms): the same formula over the same batch, but the other
+inputs' entries of x are their *targets*, x = [q_ik, {y_j}_{j != i}]: the other answers no longer enter, so the
+reward of q_ik depends on q_ik, y_i and the batch's targets only. Since x and y then differ in one entry by
+d = q_ik - y_i, CCC = 1 - (d^2 / n) / (var x + var y + (d / n)^2): a point-wise, squared-error-like reward with the
+batch's scale (a credible competitor: it rewards the exact answer most), without the relational signal that pays
+an answer for widening a shrunk batch of predictions.
 """
 
 from __future__ import annotations
@@ -27,23 +34,21 @@ def ccc(x: np.ndarray, y: np.ndarray) -> float:
     return float(2.0 * cov / den) if den > 0 else 0.0
 
 
-def ccc_rewards(q: np.ndarray, y: np.ndarray, context_perm: np.ndarray | None = None) -> np.ndarray:
+def ccc_rewards(q: np.ndarray, y: np.ndarray, solo: bool = False) -> np.ndarray:
     """(B, K) CCC rewards of answers ``q`` (NaN where an answer does not parse) to inputs with targets ``y``.
 
-    ``context_perm`` (the shuffled-pairing control): a permutation of the batch applied to the context
-    targets, so that input j's mean answer mu_j is paired with y_{perm[j]}: the same reward formula with the
-    cross-sample relation destroyed (each answer is still paired with its own target)."""
+    ``solo`` (the control without cross-sample terms): the context entries of x are the other inputs' targets
+    instead of their mean answers (every other input stays in the context: its target is always defined)."""
     q, y = np.asarray(q, float), np.asarray(y, float)
     B, K = q.shape
     ok = np.isfinite(q)
-    mu = np.array([q[j, ok[j]].mean() if ok[j].any() else np.nan for j in range(B)])
-    y_ctx = y if context_perm is None else y[np.asarray(context_perm)]
+    mu = y.copy() if solo else np.array([q[j, ok[j]].mean() if ok[j].any() else np.nan for j in range(B)])
     out = np.zeros((B, K))
     for i in range(B):
         others = np.array([j for j in range(B) if j != i and np.isfinite(mu[j])], dtype=int)
         for k in range(K):
             if ok[i, k]:
-                out[i, k] = ccc(np.r_[q[i, k], mu[others]], np.r_[y[i], y_ctx[others]])
+                out[i, k] = ccc(np.r_[q[i, k], mu[others]], np.r_[y[i], y[others]])
     return out
 
 
@@ -60,23 +65,14 @@ def format_rewards(q: np.ndarray) -> np.ndarray:
     return np.isfinite(np.asarray(q, float)).astype(float)
 
 
-def shuffled_context(batch: int, rng: np.random.Generator) -> np.ndarray:
-    """A permutation without fixed points (a cyclic shift of a random order): no context target stays with
-    its own input's mean answer."""
-    order = rng.permutation(batch)
-    perm = np.empty(batch, dtype=int)
-    perm[order] = np.roll(order, 1)
-    return perm
-
-
-def total_rewards(kind: str, q: np.ndarray, y: np.ndarray, y_range: float, rng: np.random.Generator) -> np.ndarray:
+def total_rewards(kind: str, q: np.ndarray, y: np.ndarray, y_range: float) -> np.ndarray:
     """Accuracy reward of arm ``kind`` plus the format reward, (B, K)."""
     if kind == "pointwise":
         acc = pointwise_rewards(q, y, y_range)
     elif kind == "ccc":
         acc = ccc_rewards(q, y)
-    elif kind == "ccc_shuffled":
-        acc = ccc_rewards(q, y, shuffled_context(len(y), rng))
+    elif kind == "ccc_solo":
+        acc = ccc_rewards(q, y, solo=True)
     else:
         raise ValueError(f"unknown reward {kind!r}")
     return acc + format_rewards(q)

@@ -3,7 +3,9 @@ training set; the learning rate is picked from the grid on the first seed's vali
 
 Every RL arm gets the same steps, prompts per step, answers per prompt (the group), temperature, optimiser,
 clip range, KL weight (fixed, not tuned) and learning-rate grid, and the same prompt batches (one stream per seed, shared by the rewards); only the
-reward differs (the paper's plug-and-play). The reference policy of the KL term is the SFT model.
+reward differs (the paper's plug-and-play). The reference policy of the KL term is the SFT model. With
+``rl.freeze_encoder`` the image encoder (CNN and its projection to the prefix) keeps its SFT weights during GRPO
+and only the Qwen3 decoder learns, as MLLM RL recipes often freeze the vision tower; the same for every reward.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from icmlrepro.core.io import read_npz, write_json
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.rl import grpo
 
+from .data import seed_arrays
 from .model import answer_mask, parse_answers
 from .rewards import total_rewards
 from .sft import load_model, save_model, seed_file
-from .tuning import tune_then_train, val_mae
+from .tuning import tune_then_train, val_errors
 
-REWARDS = ("pointwise", "ccc", "ccc_shuffled")
+REWARDS = ("pointwise", "ccc", "ccc_solo")
 
 
 def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: int, lr: float):
@@ -32,11 +35,13 @@ def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: in
     batches = np.random.default_rng(derive_seed(seed, "ccc_grpo", "rl", "prompts"))   # same in every arm
     sampler = torch.Generator().manual_seed(derive_seed(seed, "ccc_grpo", "rl", "rollouts"))
     update_rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", "rl", "minibatches"))
-    reward_rng = np.random.default_rng(derive_seed(seed, "ccc_grpo", "rl", "reward", reward))
+    if c.get("freeze_encoder"):
+        for p in model.encoder.parameters():
+            p.requires_grad_(False)
     ref = copy.deepcopy(model).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     cfg = grpo.GRPOConfig(clip_eps=c["clip_eps"], beta=c["beta"], epochs=c["epochs"], minibatches=c["minibatches"])
     K, xt, log = c["group"], torch.as_tensor(x), []
     for step in range(c["steps"]):
@@ -49,7 +54,7 @@ def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: in
             logp_old = model.answer_logp(prefix, answers)
             logp_ref = ref.answer_logp(ref.image_prefix(imgs), answers)
         q = parse_answers(answers).reshape(-1, K)
-        r = total_rewards(reward, q, y[b], float(s["y_max"]), reward_rng)
+        r = total_rewards(reward, q, y[b], float(s["y_max"]))
         adv = grpo.group_advantages(torch.as_tensor(r.reshape(-1), dtype=torch.float32), K)
         mask = answer_mask(answers)
         model.train()
@@ -64,12 +69,15 @@ def train_rl(model, x: np.ndarray, y: np.ndarray, s: dict, reward: str, seed: in
 
 def run(job) -> None:
     s, reward = job.params, job.wildcards.reward
-    arrays = read_npz(job.input.images)
+    packed = read_npz(job.input.images)
+    arrays = {seed: seed_arrays(packed, seed) for seed in s["seeds"]}
 
     def fit(seed, lr):
         model, _ = load_model(job.input[f"sft_seed{seed}"], s)
-        return model, {"log": train_rl(model, arrays["train_x"], arrays["train_y"], s, reward, seed, lr)}
+        a = arrays[seed]
+        return model, {"log": train_rl(model, a["train_x"], a["train_y"], s, reward, seed, lr)}
 
-    tuning = tune_then_train(list(s["seeds"]), s["rl"]["lr_grid"], fit, lambda m: val_mae(m, arrays),
-                             lambda seed, m, extra: save_model(seed_file(job, seed), m, arm=reward, seed=seed, **extra))
+    tuning = tune_then_train(list(s["seeds"]), s["rl"]["lr_grid"], fit, lambda seed, m: val_errors(m, arrays[seed]),
+                             lambda seed, m, extra: save_model(seed_file(job, seed), m, arm=reward, seed=seed, **extra),
+                             default=s["rl"]["lr_default"])
     write_json(job.output.tuning, {"arm": reward, "stage": "rl", **tuning})

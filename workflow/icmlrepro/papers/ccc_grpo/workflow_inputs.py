@@ -6,7 +6,7 @@ targeted rerun still names it (it reruns that arm's job), and ``tuning.json`` be
 
 from __future__ import annotations
 
-SFT_ARMS = ("sft", "sft_balanced")
+SFT_ARMS = ("sft", "sft_soft", "sft_balanced")
 
 
 def ccc_grpo_seed_files(directory: str, seeds) -> dict[str, str]:
