@@ -16,12 +16,12 @@ from icmlrepro.papers.bspar.reward_model import BayesLogistic
 
 from .conftest import check_smoke_paper
 
-SMALL = {"size": 12, "n_train": 12, "n_val": 6, "n_test": 6, "p_extra_degradation": 0.3}
+SMALL = {"size": 12, "n_train": 12, "n_val": 6, "n_test": 6, "p_extra_degradation": 0.3, "seeds": [0, 1]}
 
 
 @pytest.fixture(scope="module")
 def tasks():
-    return data.build(SMALL, 0)
+    return data.build_all(SMALL)
 
 
 def _images(n=4, size=12, seed=0):
@@ -80,12 +80,28 @@ def test_proxy_rewards_a_perceptually_negligible_sharpening():
     assert gain(sharp) > max(gain(expo), gain(big), 0)  # the negligible edit earns the most proxy reward
 
 
-def test_bayes_logistic_map_is_stationary_and_predictive_shrinks_toward_half():
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(200, 3, generator=g)
-    y = (x[:, 0] > 0).float()
-    rm = BayesLogistic(3, 64, 1.0, 1.0, seed=1)
-    assert torch.allclose(rm.predict(x), torch.full((200,), 0.5))  # no feedback yet
+def _planted_states(n, seed, n_instr=4, m=3):
+    """States (instruction one-hot, statistics f, change d) with the rule "accept iff the instructed statistic
+    moved up by more than 0.2 and no other moved by more than 0.2": a bowl in d that depends on the instruction."""
+    g = torch.Generator().manual_seed(seed)
+    k = torch.randint(0, m, (n,), generator=g)
+    ins = torch.zeros(n, n_instr)
+    ins[torch.arange(n), k] = 1
+    f = torch.rand(n, m, generator=g)
+    d = (torch.rand(n, m, generator=g) - 0.5) * 0.8
+    up = d[torch.arange(n), k] > 0.2
+    others = d.abs().clone()
+    others[torch.arange(n), k] = 0
+    y = (up & (others.max(1).values < 0.2)).float()
+    return torch.cat([ins, f, d], 1), y
+
+
+def test_bayes_logistic_map_is_stationary_predictive_shrinks_and_it_learns_a_gated_bowl():
+    from sklearn.metrics import roc_auc_score
+
+    x, y = _planted_states(600, 0)
+    rm = BayesLogistic(4, 1.0)
+    assert torch.allclose(rm.predict(x), torch.full((600,), 0.5))  # no feedback yet
     rm.fit(x, y, newton_steps=25)
     Z = rm.phi(x)
     p = torch.sigmoid(Z @ rm.mean)
@@ -93,9 +109,28 @@ def test_bayes_logistic_map_is_stationary_and_predictive_shrinks_toward_half():
     assert float(grad.abs().max()) < 1e-6
     pred = rm.predict(x)
     assert ((pred - 0.5).abs() <= (p.float() - 0.5).abs() + 1e-6).all()  # probit shrinkage
-    assert float(((pred > 0.5).float() == y).float().mean()) > 0.9
+    xt, yt = _planted_states(600, 1)  # held out
+    assert roc_auc_score(yt.numpy(), rm.predict(xt).numpy()) > 0.9
     back = BayesLogistic.from_state(rm.state())
     assert torch.equal(back.predict(x), pred)
+
+
+def test_reward_model_auc_reads_the_judge_on_held_out_edits(tasks):
+    """A reward model that knows the answer (fitted on the test tasks' own judged states) scores a high AUC; one
+    fitted on shuffled bits scores about chance: the gate's metric can fail."""
+    te = data.draw(tasks, 0)["test"]
+    s = {"horizon": 3, "judge_threshold": 2.0, "auc_rollouts": 2}
+    f0 = tools.features(te["source"])
+    finals = [te["source"], te["target"]]
+    g = torch.Generator().manual_seed(0)
+    finals += [agent.rollout(lambda o: torch.zeros(len(o), tools.N_ACTIONS), te["source"], te["instr"], 3, g,
+                             prior_weight=1.0).final for _ in range(4)]
+    x = torch.cat([evaluate.state(te["instr"], f, f0) for f in finals])
+    y = torch.from_numpy(np.concatenate([tools.delta_e(f, te["target"]) < 2.0 for f in finals])).float()
+    good = BayesLogistic(data.N_INSTR, 1.0).fit(x, y)
+    assert evaluate.reward_model_auc(te, good, s, 0) > 0.8
+    bad = BayesLogistic(data.N_INSTR, 1.0).fit(x, y[torch.randperm(len(y), generator=g)])
+    assert evaluate.reward_model_auc(te, bad, s, 0) < 0.75
 
 
 def test_returns_to_go_on_a_hand_case():
@@ -141,8 +176,11 @@ def test_instruction_prior_follows_the_instruction():
 
 def test_tasks_split_by_photo_and_target_is_the_instructed_edit(tasks):
     assert not set(data.TRAIN_PHOTOS) & set(data.TEST_PHOTOS)
+    assert set(data.draw(tasks, "tune")) == {"train", "val"}  # the tuning draw holds no test photo
+    # every seed draws its own tasks
+    assert not torch.equal(data.draw(tasks, 0)["test"]["source"], data.draw(tasks, 1)["test"]["source"])
     for split in ("train", "val", "test"):
-        sp = data.split(tasks, split)
+        sp = data.draw(tasks, 0)[split]
         nonzero = (sp["theta"] != 0).float()
         assert (nonzero.sum(1) == 2).all()  # two instructed aspects
         # the instruction is (tool, direction) only: it equals the multi-hot of sign(theta), no amount
@@ -153,7 +191,7 @@ def test_tasks_split_by_photo_and_target_is_the_instructed_edit(tasks):
 
 def test_the_agent_never_sees_the_target(tasks):
     """The observation holds the instruction and image statistics of the source and current image only."""
-    te = data.split(tasks, "test")
+    te = data.draw(tasks, 0)["test"]
     policy = agent.new_policy(16, 3)
     ro = agent.rollout(policy, te["source"], te["instr"], 3, None)
     assert "target" not in agent.rollout.__code__.co_varnames  # no way in: rollouts get source + instruction
@@ -189,6 +227,89 @@ def test_smoothed_rate_and_curve_stats_on_hand_cases():
     assert st["final_val_success"] == pytest.approx(0.8)
 
 
+def test_negligible_counts_the_whole_sequence_and_gives_no_edit_no_credit(tasks):
+    te = data.draw(tasks, 0)["test"]
+    none = evaluate.score(te["source"], te, 2.0)
+    assert none["negligible"].tolist() == [1.0] * len(te["source"])  # doing nothing is not a perceptible edit
+    far = tools.apply_tool(te["source"], "exposure", torch.full((len(te["source"]),), 1.0))
+    assert evaluate.score(far, te, 2.0)["negligible"].sum() == 0
+    # a sequence is judged by its whole effect (source -> result), not step by step
+    step = torch.full((len(te["source"]),), 1.5)
+    one = tools.apply_tool(te["source"], "temperature", step)
+    two = tools.apply_tool(one, "temperature", step)
+    whole = (tools.delta_e(te["source"], two) < tools.JND).astype(float)
+    assert evaluate.score(two, te, 2.0)["negligible"].tolist() == whole.tolist()
+
+
+def test_warm_start_follows_the_instruction_and_is_shared_by_every_arm(tasks):
+    tr = data.draw(tasks, 0)["train"]
+    s = {"hidden": 16, "horizon": 3, "warm_rollouts": 2, "warm_steps": 150}
+    warm = train.initial_policy(tr, s, 0)
+    cold = agent.new_policy(16, 0)
+    obs = agent.observe(tr["instr"], tools.features(tr["source"]), tools.features(tr["source"]), 0, 3)
+    named = agent.instruction_prior(tr["instr"], 0, 3, eps=0.0) > 0  # the instructed tools' actions
+    mass = lambda p: float((torch.softmax(p(obs).detach(), 1) * named).sum(1).mean())
+    assert mass(warm) > 0.6 > mass(cold)
+    again = train.initial_policy(tr, s, 0)
+    assert all(torch.equal(a, b) for a, b in zip(warm.state_dict().values(), again.state_dict().values()))
+
+
+def test_lr_tuning_picks_the_best_score_and_breaks_ties_toward_the_default(monkeypatch):
+    scores = {}
+    fake = lambda arm, draw, s, seed: {"curve": [{"iteration": 0, "val_accept": 0.0},
+                                                 {"iteration": 9, "val_accept": scores[s["lr"]]}]}
+    monkeypatch.setattr(train, "train_seed", fake)
+    s = {"lr": 0.003, "lr_grid": [0.001, 0.003, 0.01]}
+    scores.update({0.001: 0.2, 0.003: 0.2, 0.01: 0.2})
+    assert train.tune_lr("sparse", {}, s)[0] == 0.003
+    scores.update({0.001: 0.2, 0.003: 0.1, 0.01: 0.3})
+    assert train.tune_lr("sparse", {}, s)[0] == 0.01
+
+
+def _planted_metrics(**broken):
+    """Metrics of a healthy miniature (every gate holds, B-Spar best), with ``broken`` values planted over them."""
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    seeds = [0, 1, 2, 3, 4]
+    jitter = np.array([0.0, 0.01, -0.01, 0.005, -0.005])
+    base = {"success.identity": 0.1, "success.oracle": 0.99, "success.best_baseline": 0.4, "success.dense": 0.3,
+            "success.sparse": 0.3, "success.bspar": 0.5, "success.bspar_no_prior": 0.4, "success.bspar_no_bayes": 0.4,
+            "success.bspar_no_anchor": 0.4, "rm_auc.bspar": 0.75, "reward_truth_corr.bspar": 0.5,
+            "reward_truth_corr.proxy": 0.3}
+    pc = load_claims("bspar")
+    names = set(pc.metrics_needed("default")) | set(base)
+    mf = MetricsFile("bspar", "default", replicate="seed", replicates=seeds)
+    for name in sorted(names):
+        v = broken.get(name, base.get(name, 0.5))
+        mf.add(name, list(v + jitter) if np.isscalar(v) else list(v))
+    return pc, mf
+
+
+def _judge(**broken):
+    from icmlrepro.core import verdicts as V
+
+    pc, mf = _planted_metrics(**broken)
+    gates = V.judge_gates(pc, mf)
+    return {g: r.state for g, r in gates.items()}, {r.claim.id: r.verdict for r in V.judge_paper(pc, mf, gates)}
+
+
+def test_reward_model_auc_gate_blocks_the_bayes_claim_and_a_control_can_win():
+    gates, verdicts = _judge()
+    assert set(gates.values()) == {"holds"}, gates
+    assert verdicts["bayes_densification"] == "reproduced"
+    # an uninformative reward model (AUC at chance) blocks the Bayes ablation's claim
+    gates, verdicts = _judge(**{"rm_auc.bspar": 0.5})
+    assert gates["reward_model_auc"] == "fails"
+    assert verdicts["bayes_densification"].startswith("not testable")
+    # planted case without the cause: training on the raw bits beats the densified signal -> not reproduced
+    gates, verdicts = _judge(**{"success.bspar_no_bayes": 0.6})
+    assert verdicts["bayes_densification"] == "not reproduced"
+    # the RL baselines below no edit trip their gate
+    gates, _ = _judge(**{"success.dense": 0.05})
+    assert gates["rl_baselines_beat_no_edit"] == "fails"
+
+
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
     metrics = check_smoke_paper(smoke_run, "bspar", ("before_after.png", "training_curves.png", "ablation_bars.png"),
@@ -196,3 +317,14 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     oracle, identity = metrics.get("success.oracle").values, metrics.get("success.identity").values
     assert min(oracle) > max(identity)  # ceiling above the trivial reference
     assert len(metrics.replicates) >= 2
+
+
+def test_training_is_deterministic_per_seed(tasks):
+    s = {"hidden": 8, "lr": 0.01, "horizon": 2, "iterations": 4, "batch": 4, "eval_every": 2, "judge_threshold": 2.0,
+         "judge_noise": 0.5, "proxy_weight": 0.2, "prior_weight": 0.8, "rm_alpha": 1.0, "rm_every": 2,
+         "rm_buffer": 16, "anchors": 4, "anchor_weight": 1.0, "anchor_smoothing": 0.1, "warm_rollouts": 1,
+         "warm_steps": 5}
+    dr = data.draw(tasks, 0)
+    a, b = (train.train_seed("bspar", dr, s, 0) for _ in range(2))
+    assert a["curve"] == b["curve"]
+    assert all(torch.equal(x, y) for x, y in zip(a["state"].values(), b["state"].values()))

@@ -34,9 +34,9 @@ rule bspar_train:
     params:
         stage="bspar.train",
         spec=paths_spec,
-        settings=settings_of("bspar", "seeds", "hidden", "lr", "horizon", "iterations", "batch", "eval_every",
-                             "judge_threshold", "judge_noise", "proxy_weight", "prior_weight", "rm_features",
-                             "rm_lengthscale", "rm_alpha", "rm_every", "rm_buffer", "anchors", "anchor_weight",
+        settings=settings_of("bspar", "seeds", "hidden", "lr", "lr_grid", "warm_rollouts", "warm_steps", "horizon",
+                             "iterations", "batch", "eval_every", "judge_threshold", "judge_noise", "proxy_weight",
+                             "prior_weight", "rm_alpha", "rm_every", "rm_buffer", "anchors", "anchor_weight",
                              "anchor_smoothing"),
     log:
         "results/{scale}/bspar/logs/bspar_train/{arm}.log",

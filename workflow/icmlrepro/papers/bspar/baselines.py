@@ -24,8 +24,9 @@ def prompt_recipe(source: torch.Tensor, instr: torch.Tensor, size: str, n: int) 
 
 
 def tune_recipe(train: dict, threshold: float, noise: float, rng: np.random.Generator) -> tuple[tuple, list]:
-    """The recipe of ``RECIPE_GRID`` with the most noisy-judge accepts on the training tasks (the same feedback
-    the trained arms get), and the grid's scores."""
+    """The recipe of ``RECIPE_GRID`` with the most noisy-judge accepts on the given tasks (the tuning draw's
+    validation tasks, where the trained arms' learning rates are tuned, with the same judge), and the grid's
+    scores."""
     scores = []
     for size, n in RECIPE_GRID:
         d = delta_e(prompt_recipe(train["source"], train["instr"], size, n), train["target"])
@@ -33,37 +34,57 @@ def tune_recipe(train: dict, threshold: float, noise: float, rng: np.random.Gene
     return RECIPE_GRID[int(np.argmax(scores))], scores
 
 
+LAB_QUANTILES = (0.0, 0.02, 0.1, 0.25, 0.5, 0.75, 0.9, 0.98, 1.0)
+
+
 def lab_stats(x: torch.Tensor) -> torch.Tensor:
+    """Global look of each image (B, 13): L* quantiles at ``LAB_QUANTILES``, mean and std of a* and b*."""
     L = lab(x).flatten(2)
-    return torch.cat([L.mean(2), L.std(2)], 1)
+    q = torch.quantile(L[:, 0], torch.tensor(LAB_QUANTILES), dim=1).T
+    return torch.cat([q, L[:, 1:].mean(2), L[:, 1:].std(2)], 1).double()
 
 
 class GlobalRegenerator:
-    """AIGC-style editor: predicts the whole look of the result (per-channel CIELAB mean and spread) from the
-    source's statistics and the instruction in one shot (ridge regression fitted on the training pairs), and
-    re-renders the image to that look by a global Lab transfer; no tool sequence, no local edits."""
+    """AIGC-style editor: predicts the whole look of the result in one shot -- the tone curve (L* quantiles) and
+    the a*/b* mean and spread -- from the source's look and the instruction (ridge regression on the look, the
+    instruction words and their products, regularisation chosen by leave-one-out CV on the training pairs), and
+    re-renders the image to it: a monotone L* curve through the predicted quantiles and an affine a*/b* transfer.
+    No tool sequence and no local edit. With the true target look this renderer reaches ~0.8 success (measured
+    on seed 0's test tasks at default); the regression, not the renderer, limits it."""
 
-    def fit(self, train: dict, ridge: float = 1.0) -> "GlobalRegenerator":
-        from sklearn.linear_model import Ridge
+    def fit(self, train: dict) -> "GlobalRegenerator":
+        from sklearn.linear_model import RidgeCV
 
-        self.model = Ridge(alpha=ridge).fit(self._x(train["source"], train["instr"]),
-                                            lab_stats(train["target"]).numpy())
+        self.model = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(
+            self._x(train["source"], train["instr"]), (lab_stats(train["target"]) - lab_stats(train["source"])).numpy())
         return self
 
     @staticmethod
     def _x(source, instr):
-        return torch.cat([lab_stats(source), instr], 1).numpy()
+        st, ins = lab_stats(source), instr.double()
+        return torch.cat([st, ins, (ins[:, :, None] * st[:, None, :]).flatten(1)], 1).numpy()
 
     def __call__(self, source: torch.Tensor, instr: torch.Tensor) -> torch.Tensor:
-        import kornia.color
+        return render_look(source, lab_stats(source) + torch.from_numpy(self.model.predict(self._x(source, instr))))
 
-        want = torch.from_numpy(self.model.predict(self._x(source, instr))).float()
-        L = lab(source)
-        st = lab_stats(source)
-        mu, sd = st[:, :3, None, None], st[:, 3:, None, None].clamp(min=1e-3)
-        out = (L - mu) / sd * want[:, 3:, None, None].clamp(min=0) + want[:, :3, None, None]
-        out = torch.cat([out[:, :1].clamp(0, 100), out[:, 1:]], 1)
-        return kornia.color.lab_to_rgb(out, clip=True).clamp(0, 1)
+
+def render_look(source: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Re-render each image to a wanted look (``lab_stats`` layout): L* through the monotone piecewise-linear
+    curve mapping the source's quantiles to the wanted ones, a*/b* standardised and rescaled."""
+    import kornia.color
+
+    nq = len(LAB_QUANTILES)
+    have, L = lab_stats(source), lab(source)
+    out = L.clone()
+    for i in range(len(source)):
+        src_q = have[i, :nq].numpy() + np.arange(nq) * 1e-6  # strictly increasing for np.interp
+        dst_q = np.maximum.accumulate(want[i, :nq].numpy())
+        out[i, 0] = torch.from_numpy(np.interp(L[i, 0].numpy().ravel(), src_q, dst_q).reshape(L.shape[2:])).float()
+    mu, sd = have[:, nq:nq + 2].float(), have[:, nq + 2:].float().clamp(min=1e-3)
+    wmu, wsd = want[:, nq:nq + 2].float(), want[:, nq + 2:].float().clamp(min=0)
+    out[:, 1:] = (L[:, 1:] - mu[..., None, None]) / sd[..., None, None] * wsd[..., None, None] + wmu[..., None, None]
+    out[:, :1] = out[:, :1].clamp(0, 100)
+    return kornia.color.lab_to_rgb(out, clip=True).clamp(0, 1)
 
 
 def oracle(source: torch.Tensor, target: torch.Tensor, horizon: int) -> tuple[torch.Tensor, np.ndarray]:

@@ -8,9 +8,14 @@ never the amount. The expert target applies ``-d`` on the instructed aspects to 
 (so it is reachable) and leaves the other, milder degradations alone: an agent that "fixes" an aspect nobody
 asked for moves away from the target. Photos are split by photo: the test photos are never trained on, and
 validation tasks (training curves) are other crops of the training photos.
+
+Every seed draws its own tasks (crops, degradations, instructions); one more draw, ``tune``, holds the training
+and validation tasks on which every arm's learning rate and the prompt recipe are tuned (no test photo in it).
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -25,8 +30,22 @@ TEST_PHOTOS = ("coffee", "china", "flower")
 N_INSTR = 2 * len(TOOLS)
 
 
-def load_photo(name: str) -> np.ndarray:
-    """RGB float image in [0, 1] from the files inside the installed packages."""
+TUNE_SEED = -1  # the seed index of the tuning draw
+
+
+@functools.lru_cache(maxsize=None)
+def load_photo(name: str, short_edge: int | None = None) -> np.ndarray:
+    """RGB float image in [0, 1] from the files inside the installed packages; with ``short_edge``, first
+    resized (anti-aliased) so that its short edge has that many pixels (crops are then cheap to resize)."""
+    if short_edge is not None:
+        from skimage.transform import resize
+
+        photo = load_photo(name)
+        k = short_edge / min(photo.shape[:2])
+        if k >= 1:
+            return photo
+        return resize(photo, (round(photo.shape[0] * k), round(photo.shape[1] * k)), anti_aliasing=True
+                      ).astype(np.float32)
     if name in ("china", "flower"):
         from sklearn.datasets import load_sample_image
 
@@ -102,7 +121,7 @@ def draw_edits(n: int, rng: np.random.Generator, p_extra: float) -> tuple[np.nda
 
 def build_split(photos, n: int, s: dict, rng: np.random.Generator, split: str) -> dict[str, np.ndarray]:
     per = np.diff(np.linspace(0, n, len(photos) + 1).round().astype(int))
-    clean = normalise(torch.from_numpy(np.concatenate([crops(load_photo(p), k, s["size"], rng)
+    clean = normalise(torch.from_numpy(np.concatenate([crops(load_photo(p, 4 * s["size"]), k, s["size"], rng)
                                                        for p, k in zip(photos, per)])))
     d, theta = draw_edits(n, rng, s["p_extra_degradation"])
     src = apply_params(clean, torch.from_numpy(d).float())
@@ -112,12 +131,26 @@ def build_split(photos, n: int, s: dict, rng: np.random.Generator, split: str) -
             f"{split}_photo": np.repeat(np.arange(len(photos)), per)}
 
 
-def build(s: dict, base_seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(derive_seed(base_seed, "bspar", "data"))
+def build(s: dict, seed: int, test: bool = True) -> dict[str, np.ndarray]:
+    """One draw: train, val (and test) splits of seed ``seed``."""
+    rng = np.random.default_rng(derive_seed(seed, "bspar", "data"))
     out = {}
     out |= build_split(TRAIN_PHOTOS, s["n_train"], s, rng, "train")
     out |= build_split(TRAIN_PHOTOS, s["n_val"], s, rng, "val")
-    out |= build_split(TEST_PHOTOS, s["n_test"], s, rng, "test")
+    if test:
+        out |= build_split(TEST_PHOTOS, s["n_test"], s, rng, "test")
+    return out
+
+
+def draw_key(seed) -> str:
+    return "tune" if seed == "tune" else f"seed{int(seed)}"
+
+
+def build_all(s: dict) -> dict[str, np.ndarray]:
+    """Every seed's draw plus the tuning draw, keys ``<draw>/<split>_<field>``."""
+    out = {f"tune/{k}": v for k, v in build(s, TUNE_SEED, test=False).items()}
+    for seed in s["seeds"]:
+        out |= {f"{draw_key(seed)}/{k}": v for k, v in build(s, seed).items()}
     return out
 
 
@@ -130,15 +163,23 @@ def split(data: dict, name: str) -> dict[str, torch.Tensor]:
     return {k[len(name) + 1:]: torch.from_numpy(v) for k, v in data.items() if k.startswith(name + "_")}
 
 
+def draw(data: dict, seed) -> dict[str, dict[str, torch.Tensor]]:
+    """One draw's splits (``seed`` an int or "tune"): {"train": {...}, "val": {...}[, "test": {...}]}."""
+    pre = draw_key(seed) + "/"
+    mine = {k[len(pre):]: v for k, v in data.items() if k.startswith(pre)}
+    return {name: split(mine, name) for name in ("train", "val", "test") if any(k.startswith(name + "_") for k in mine)}
+
+
 def run(job) -> None:
     s = job.params
-    tasks = build(s, s["seeds"][0])
+    tasks = build_all(s)
     write_npz(job.output.tasks, tasks)
     summary = {"train_photos": list(TRAIN_PHOTOS), "test_photos": list(TEST_PHOTOS), "size": s["size"]}
-    for name in ("train", "val", "test"):
-        sp = split(tasks, name)
-        de = delta_e(sp["source"], sp["target"])
-        summary[name] = {"n": int(len(de)), "source_delta_e_mean": float(de.mean()),
-                         "source_accepted_share": float((de < s["judge_threshold"]).mean()),
-                         "example_instructions": [instruction_text(v) for v in sp["instr"][:3].numpy()]}
+    for seed in ["tune", *s["seeds"]]:
+        for name, sp in draw(tasks, seed).items():
+            de = delta_e(sp["source"], sp["target"])
+            summary[f"{draw_key(seed)}/{name}"] = {
+                "n": int(len(de)), "source_delta_e_mean": float(de.mean()),
+                "source_accepted_share": float((de < s["judge_threshold"]).mean()),
+                "example_instructions": [instruction_text(v) for v in sp["instr"][:3].numpy()]}
     write_json(job.output.summary, summary)

@@ -1,8 +1,12 @@
 """Every arm on the test photos (never trained on), per seed; metrics.json.
 
-Trained arms run greedily (argmax, at most ``horizon`` tool calls). Per image: mean CIEDE2000 and SSIM to the
-hidden target, success (distance under the judge's threshold, without judge noise), tool calls, and per
-executed edit its perceptual size (CIEDE2000 between the images before and after it: negligible below the JND).
+Every seed has its own task draw; every arm (trained, fixed and the oracle) is scored on that seed's test tasks.
+Trained arms run greedily (argmax, at most ``horizon`` tool calls). Per image: mean CIEDE2000 (the judge's metric),
+CIE94 and SSIM (held-out metrics no arm is trained or tuned on) to the hidden target, success (distance under the
+judge's threshold, without judge noise), tool calls, and whether the whole edit sequence left the image
+perceptually unchanged (CIEDE2000 from source to result under the JND; an unedited image counts as unchanged, so
+doing nothing earns no credit). The reward model's held-out AUC: on the test tasks, the final states of rollouts
+sampled from the instruction prior plus each source and each hidden target, labelled by the noise-free judge.
 Alignment: on random edit sequences over the test tasks (drawn per seed), the correlation of each reward signal
 with the true progress of an edit (its decrease of the distance to the target): the dense proxy's increment and
 the B-Spar reward model's increment of posterior acceptance. Training-time metrics come from the train curves.
@@ -21,35 +25,33 @@ from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed
 
 from . import data as D
+from icmlrepro.core.tuning import at_grid_edge
+
 from .agent import STATE_DIM, new_policy, observe, rollout
 from .baselines import GlobalRegenerator, oracle, prompt_recipe, tune_recipe
 from .reward_model import BayesLogistic
-from .tools import JND, N_ACTIONS, STOP, apply_actions, delta_e, features, proxy_quality, ssim
+from .tools import JND, N_ACTIONS, apply_actions, delta_e, delta_e94, features, proxy_quality, ssim
 
 BASELINES = ("identity", "prompt", "aigc")  # untrained; "oracle" is the ceiling, not a baseline
 COMPETITORS = ("dense", "sparse", "prompt", "aigc")  # what B-Spar is compared with ("best baseline")
 
 
-def score(final: torch.Tensor, target: torch.Tensor, threshold: float) -> dict[str, np.ndarray]:
-    d = delta_e(final, target)
-    return {"delta_e": d, "ssim": ssim(final, target), "success": (d < threshold).astype(float)}
+def score(final: torch.Tensor, test: dict, threshold: float) -> dict[str, np.ndarray]:
+    """Per image: distances to the hidden target, success, and whether the result is perceptually the source."""
+    d = delta_e(final, test["target"])
+    return {"delta_e": d, "delta_e94": delta_e94(final, test["target"]), "ssim": ssim(final, test["target"]),
+            "success": (d < threshold).astype(float),
+            "negligible": (delta_e(final, test["source"]) < JND).astype(float)}
 
 
 def greedy_arm(policy, test: dict, s: dict) -> dict[str, np.ndarray]:
-    """Greedy rollouts with per-image tool calls, negligible-edit counts and inference time."""
+    """Greedy rollouts with per-image tool calls and inference time."""
     t0 = time.perf_counter()
-    ro = rollout(policy, test["source"], test["instr"], s["horizon"], None, keep_images=True)
+    ro = rollout(policy, test["source"], test["instr"], s["horizon"], None)
     ms = 1000 * (time.perf_counter() - t0) / len(test["source"])
-    out = score(ro.final, test["target"], s["judge_threshold"])
-    negl = np.zeros(len(ro.final))
-    acts = []
-    for t, (a, m) in enumerate(zip(ro.actions, ro.alive)):
-        edit = ((a != STOP) & m).numpy()
-        size = delta_e(ro.images[t], ro.images[t + 1])
-        negl += edit & (size < JND)
-        acts.append(a[torch.from_numpy(edit)])
-    acts = torch.cat(acts) if acts else torch.zeros(0, dtype=torch.long)
-    out |= {"edits": ro.n_edits().astype(float), "negligible": negl, "infer_ms": np.full(len(negl), ms)}
+    out = score(ro.final, test, s["judge_threshold"])
+    acts = torch.cat([a[(a != 0) & m] for a, m in zip(ro.actions, ro.alive)])
+    out |= {"edits": ro.n_edits().astype(float), "infer_ms": np.full(len(ro.final), ms)}
     return out | {"_final": ro.final, "_actions": acts}
 
 
@@ -74,7 +76,7 @@ def alignment(test: dict, rm: BayesLogistic | None, s: dict, seed: int) -> dict[
         truth.append(delta_e(x, tgt) - delta_e(y, tgt))
         gains.append((proxy_quality(y) - proxy_quality(x)).numpy())
         if rm is not None:
-            st = [observe(instr, features(z), f0, 0, 1)[:, :STATE_DIM] for z in (x, y)]
+            st = [state(instr, z, f0) for z in (x, y)]
             bayes.append((rm.predict(st[1]) - rm.predict(st[0])).numpy())
         x = y
     truth = np.concatenate(truth)
@@ -82,6 +84,27 @@ def alignment(test: dict, rm: BayesLogistic | None, s: dict, seed: int) -> dict[
     if rm is not None:
         out["bayes"] = float(np.corrcoef(np.concatenate(bayes), truth)[0, 1])
     return out
+
+
+def state(instr: torch.Tensor, x: torch.Tensor, f0: torch.Tensor) -> torch.Tensor:
+    """What the reward model rates: instruction, statistics of ``x`` and their change since the source."""
+    return observe(instr, features(x), f0, 0, 1)[:, :STATE_DIM]
+
+
+def reward_model_auc(test: dict, rm: BayesLogistic, s: dict, seed: int) -> float:
+    """ROC AUC of the reward model's P(accept) for the noise-free judge's verdict on held-out edits: on the test
+    tasks (photos never trained on), every source, every hidden target and the final states of
+    ``auc_rollouts`` rollouts sampled from the instruction prior."""
+    from sklearn.metrics import roc_auc_score
+
+    g = torch.Generator().manual_seed(derive_seed(seed, "bspar", "auc"))
+    src, instr = test["source"], test["instr"]
+    f0 = features(src)
+    finals = [src, test["target"]] + [rollout(lambda o: torch.zeros(len(o), N_ACTIONS), src, instr, s["horizon"], g,
+                                              prior_weight=1.0).final for _ in range(s["auc_rollouts"])]
+    p = torch.cat([rm.predict(state(instr, x, f0)) for x in finals]).numpy()
+    y = np.concatenate([delta_e(x, test["target"]) < s["judge_threshold"] for x in finals])
+    return float(roc_auc_score(y, p))
 
 
 def curve_stats(curve: pd.DataFrame) -> dict[str, float]:
@@ -96,32 +119,37 @@ def curve_stats(curve: pd.DataFrame) -> dict[str, float]:
 
 def evaluate(job, s: dict):
     tasks = D.load(job.input.tasks)
-    train, test = D.split(tasks, "train"), D.split(tasks, "test")
-    rows, curves, align, examples = [], [], [], {}
-    n_ex = min(4, len(test["source"]))
-    examples["source"], examples["target"] = test["source"][:n_ex].numpy(), test["target"][:n_ex].numpy()
-    fixed = {"identity": test["source"]}
-    recipe, recipe_scores = tune_recipe(train, s["judge_threshold"], s["judge_noise"],
-                                        np.random.default_rng(derive_seed(s["seeds"][0], "bspar", "recipe")))
-    fixed["prompt"] = prompt_recipe(test["source"], test["instr"], *recipe)
-    fixed["aigc"] = GlobalRegenerator().fit(train)(test["source"], test["instr"])
-    fixed["oracle"], oracle_edits = oracle(test["source"], test["target"], s["horizon"])
-    fixed_scores = {}
-    for arm, img in fixed.items():
-        fixed_scores[arm] = score(img, test["target"], s["judge_threshold"])
-        edits = {"identity": 0.0, "prompt": recipe[1] * 2.0, "aigc": 1.0}.get(arm)
-        fixed_scores[arm]["edits"] = oracle_edits.astype(float) if arm == "oracle" else np.full(len(img), edits)
-        examples[arm] = img[:n_ex].numpy()
-    runs = {arm: read_torch(job.input[arm])["runs"] for arm in s["arms"]}
+    rows, curves, align, examples, tuning = [], [], [], {}, {}
+    tune = D.draw(tasks, "tune")
+    recipe, recipe_scores = tune_recipe(tune["val"], s["judge_threshold"], s["judge_noise"],
+                                        np.random.default_rng(derive_seed(D.TUNE_SEED, "bspar", "recipe")))
+    saved = {arm: read_torch(job.input[arm]) for arm in s["arms"]}
+    for arm in s["arms"]:
+        tuning[arm] = {"lr": saved[arm]["lr"], "scores": saved[arm]["lr_scores"]}
     for seed in s["seeds"]:
-        for arm, sc in fixed_scores.items():
-            rows.append(pd.DataFrame(sc).assign(arm=arm, seed=seed, image=np.arange(len(sc["success"]))))
+        dr = D.draw(tasks, seed)
+        test = dr["test"]
+        n_ex = min(4, len(test["source"]))
+        first = seed == s["seeds"][0]
+        if first:
+            examples["source"], examples["target"] = test["source"][:n_ex].numpy(), test["target"][:n_ex].numpy()
+        fixed = {"identity": (test["source"], 0.0),
+                 "prompt": (prompt_recipe(test["source"], test["instr"], *recipe), recipe[1] * 2.0),
+                 "aigc": (GlobalRegenerator().fit(dr["train"])(test["source"], test["instr"]), 1.0)}
+        final, oracle_edits = oracle(test["source"], test["target"], s["horizon"])
+        fixed["oracle"] = (final, oracle_edits.astype(float))
+        for arm, (img, edits) in fixed.items():
+            sc = score(img, test, s["judge_threshold"])
+            sc["edits"] = np.broadcast_to(edits, (len(img),)).astype(float)
+            rows.append(pd.DataFrame(sc).assign(arm=arm, seed=seed, image=np.arange(len(img))))
+            if first:
+                examples[arm] = img[:n_ex].numpy()
         for arm in s["arms"]:
-            r = runs[arm][seed]
+            r = saved[arm]["runs"][seed]
             policy = new_policy(s["hidden"], 0)
             policy.load_state_dict(r["state"])
             out = greedy_arm(policy.eval(), test, s)
-            if seed == s["seeds"][0]:
+            if first:
                 examples[arm] = out["_final"][:n_ex].numpy()
             ent = action_entropy(out.pop("_actions"))
             out.pop("_final")
@@ -130,9 +158,9 @@ def evaluate(job, s: dict):
             curves.append(pd.DataFrame(r["curve"]).assign(arm=arm, seed=seed, train_seconds=r["train_seconds"]))
             if arm == "bspar":
                 rm = BayesLogistic.from_state(r["reward_model"])
-                align.append({"seed": seed} | alignment(test, rm, s, seed))
+                align.append({"seed": seed, "auc": reward_model_auc(test, rm, s, seed)} | alignment(test, rm, s, seed))
     per_image = pd.concat(rows, ignore_index=True)
-    return per_image, pd.concat(curves, ignore_index=True), pd.DataFrame(align), examples, recipe, recipe_scores
+    return per_image, pd.concat(curves, ignore_index=True), pd.DataFrame(align), examples, recipe, recipe_scores, tuning
 
 
 def smoothed_rate(success: np.ndarray) -> float:
@@ -154,10 +182,7 @@ SMOOTHED = "rates (k+1/2)/(n+1)"
 def trained_arm_metrics(mf: MetricsFile, arm: str, per_image: pd.DataFrame, curves: pd.DataFrame, seeds) -> None:
     """Edit statistics, collapse, inference time and training-curve statistics of one trained arm."""
     sub = per_image[per_image["arm"] == arm].groupby("seed")
-    negl = sub["negligible"].sum() / sub["edits"].sum().clip(lower=1)
     first = sub[["action_entropy", "infer_ms"]].first()
-    mf.add(f"negligible_edit_share.{arm}", [float(negl.loc[sd]) for sd in seeds], unit="share of edits",
-           direction="lower", description=f"arm {arm}: share of executed edits with CIEDE2000 change < {JND} (JND)")
     mf.add(f"action_entropy.{arm}", [float(first.loc[sd, "action_entropy"]) for sd in seeds], unit="nats",
            direction="higher", description=f"arm {arm}: entropy of the executed tool-call distribution (0 = collapse)")
     mf.add(f"infer_ms.{arm}", [float(first.loc[sd, "infer_ms"]) for sd in seeds], unit="ms per image",
@@ -172,28 +197,42 @@ def trained_arm_metrics(mf: MetricsFile, arm: str, per_image: pd.DataFrame, curv
 
 
 def build_metrics(per_image: pd.DataFrame, curves: pd.DataFrame, align: pd.DataFrame, s: dict,
-                  recipe: tuple, recipe_scores: list) -> MetricsFile:
+                  recipe: tuple, recipe_scores: list, tuning: dict) -> MetricsFile:
     seeds = list(s["seeds"])
     mf = MetricsFile("bspar", s["scale"], replicate="seed", replicates=seeds)
-    mean = per_image.groupby(["arm", "seed"])[["delta_e", "ssim", "success", "edits"]].mean()
+    mean = per_image.groupby(["arm", "seed"])[["delta_e", "delta_e94", "ssim", "success", "edits", "negligible"]].mean()
 
     def per_seed(arm, col):
         return np.array([float(mean.loc[(arm, sd), col]) for sd in seeds])
 
     units = {"success": ("share of test images", "higher"), "delta_e": ("mean CIEDE2000", "lower"),
-             "ssim": ("SSIM", "higher"), "edits": ("tool calls per image", "lower")}
+             "delta_e94": ("mean CIE94 (held out)", "lower"), "ssim": ("SSIM (held out)", "higher"),
+             "edits": ("tool calls per image", "lower")}
     for arm in [*s["arms"], *BASELINES, "oracle"]:
         for col, (unit, direction) in units.items():
             mf.add(f"{col}.{arm}", per_seed(arm, col), unit=unit, direction=direction,
                    description=f"arm {arm}: {col} to the hidden expert target on the test photos (greedy)")
+    for arm in [*s["arms"], *BASELINES]:
+        mf.add(f"negligible_share.{arm}", per_seed(arm, "negligible"), unit="share of test images", direction="lower",
+               description=f"arm {arm}: share of test images whose whole edit sequence changes the image by less "
+                           f"than {JND} mean CIEDE2000 (the JND); an unedited image counts (no credit for no edit)")
     for arm in s["arms"]:
         trained_arm_metrics(mf, arm, per_image, curves, seeds)
+        grid = tuning[arm]["scores"]
+        mf.add(f"lr.{arm}", [float(tuning[arm]["lr"])] * len(seeds), unit="Adam learning rate", direction="none",
+               description=f"arm {arm}: learning rate picked on the tuning draw from {sorted(grid)} "
+                           f"(scores {[round(grid[k], 3) for k in sorted(grid)]})")
+        mf.add(f"lr_at_grid_edge.{arm}", [float(at_grid_edge(tuning[arm]["lr"], grid))] * len(seeds), unit="flag",
+               direction="none", description=f"arm {arm}: 1 if its tuned learning rate is an end of the grid")
     comp = [a for a in COMPETITORS if a in set(per_image["arm"])]
     succ = np.stack([per_seed(a, "success") for a in comp])
     mf.add("success.best_baseline", succ.max(0), unit="share of test images", direction="higher",
            description=f"per seed, the highest success among {', '.join(comp)}")
-    mf.add("ssim.best_baseline", np.stack([per_seed(a, "ssim") for a in comp]).max(0), unit="SSIM",
+    mf.add("ssim.best_baseline", np.stack([per_seed(a, "ssim") for a in comp]).max(0), unit="SSIM (held out)",
            direction="higher", description=f"per seed, the highest SSIM among {', '.join(comp)}")
+    mf.add("delta_e94.best_baseline", np.stack([per_seed(a, "delta_e94") for a in comp]).min(0),
+           unit="mean CIE94 (held out)", direction="lower",
+           description=f"per seed, the lowest mean CIE94 distance among {', '.join(comp)}")
     if "bspar" in s["arms"]:
         comparison_metrics(mf, per_image, align, comp, succ.argmax(0), per_seed, seeds)
     grid_pos = recipe_scores.index(max(recipe_scores))
@@ -221,6 +260,9 @@ def comparison_metrics(mf: MetricsFile, per_image: pd.DataFrame, align: pd.DataF
            unit="ratio of tool calls", direction="lower",
            description="tool calls per image of bspar / those of the per-seed most successful competitor")
     al = align.set_index("seed")
+    mf.add("rm_auc.bspar", [float(al.loc[sd, "auc"]) for sd in seeds], unit="ROC AUC", direction="higher",
+           description="B-Spar reward model: AUC of P(accept) for the noise-free judge on held-out edits (test photos: "
+                       "sources, hidden targets, instruction-prior rollouts)")
     for key, col, text in (("bspar", "bayes", "B-Spar reward model: corr(change of posterior acceptance"),
                            ("proxy", "proxy", "dense proxy: corr(no-reference quality gain")):
         mf.add(f"reward_truth_corr.{key}", [float(al.loc[sd, col]) for sd in seeds], unit="Pearson r",
@@ -229,8 +271,8 @@ def comparison_metrics(mf: MetricsFile, per_image: pd.DataFrame, align: pd.DataF
 
 def run(job) -> None:
     s = job.params
-    per_image, curves, align, examples, recipe, recipe_scores = evaluate(job, s)
+    per_image, curves, align, examples, recipe, recipe_scores, tuning = evaluate(job, s)
     write_parquet(job.output.per_image, per_image)
     write_parquet(job.output.curves, curves)
     write_npz(job.output.examples, examples)
-    build_metrics(per_image, curves, align, s, recipe, recipe_scores).write(job.output.metrics)
+    build_metrics(per_image, curves, align, s, recipe, recipe_scores, tuning).write(job.output.metrics)

@@ -1,12 +1,19 @@
 """B-Spar's Bayesian reward model: a posterior over "the judge accepts this state" from binary feedback.
 
-Choice (the abstract names no model): Bayesian logistic regression on random Fourier features of the state
-(instruction, image statistics, their change since the source) -- a finite-feature approximation of a
-Gaussian-process classifier with an RBF kernel -- with a Gaussian prior N(0, I / alpha), fitted by Newton steps
-to the MAP and a Laplace approximation of the posterior. The predictive acceptance probability uses MacKay's
-probit approximation sigma(mu / sqrt(1 + pi var / 8)), so uncertain states are pulled toward 1/2. Only final
-states of rollouts carry feedback; the model then scores every intermediate state too, which turns one noisy bit
-per rollout into a per-step signal (the change of posterior acceptance, a potential-based shaping).
+Choice (the abstract names no model): Bayesian logistic regression with a Gaussian prior N(0, I / alpha) on
+standardised features, fitted by Newton steps to the MAP, with a Laplace approximation of the posterior. The
+predictive acceptance probability uses MacKay's probit approximation sigma(mu / sqrt(1 + pi var / 8)), so
+uncertain states are pulled toward 1/2. Only final states of rollouts carry feedback; the model then scores every
+intermediate state too, which turns one noisy bit per rollout into a per-step signal (the change of posterior
+acceptance, a potential-based shaping).
+
+Features (``quadratic_features``): the judge accepts when the image's statistics sit where the expert's would
+(near the house style on the instructed aspects) and the uninstructed aspects were left alone, a bowl-shaped
+rule in the statistics that depends on the instruction. So the features are the image statistics and their
+squares, the change since the source (signed, squared and absolute), and that change gated by each instruction
+word (instruction x change), standardised on the fitted buffer. An earlier version used random Fourier features
+of the raw state (an RBF GP approximation, lengthscale 1 on 32 unscaled inputs): its features were nearly random
+hashes of the state and its held-out AUC stayed at 0.50-0.54 (issue #39).
 """
 
 from __future__ import annotations
@@ -16,27 +23,36 @@ import math
 import torch
 
 
-class BayesLogistic:
-    """Laplace-approximated Bayesian logistic regression on random Fourier features (float64)."""
+def quadratic_features(x: torch.Tensor, n_instr: int) -> torch.Tensor:
+    """State (B, n_instr + 2 m) = (instruction multi-hot, statistics f, change d = f - f0) ->
+    [f, f^2, d, d^2, |d|, instr_j * d, instr_j * |d|] (B, 5 m + 2 m n_instr)."""
+    x = x.to(torch.float64)
+    m = (x.shape[1] - n_instr) // 2
+    ins, f, d = x[:, :n_instr], x[:, n_instr:n_instr + m], x[:, n_instr + m:]
+    gated = (ins[:, :, None] * torch.cat([d, d.abs()], 1)[:, None, :]).flatten(1)
+    return torch.cat([f, f ** 2, d, d ** 2, d.abs(), gated], 1)
 
-    def __init__(self, dim: int, n_features: int, lengthscale: float, alpha: float, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        self.W = torch.randn(dim, n_features, generator=g, dtype=torch.float64) / lengthscale
-        self.b = torch.rand(n_features, generator=g, dtype=torch.float64) * 2 * math.pi
-        self.alpha = alpha
-        self.mean = torch.zeros(n_features + 1, dtype=torch.float64)
-        self.cov = torch.eye(n_features + 1, dtype=torch.float64) / alpha
+
+class BayesLogistic:
+    """Laplace-approximated Bayesian logistic regression on standardised instruction-gated quadratic features
+    (float64)."""
+
+    def __init__(self, n_instr: int, alpha: float):
+        self.n_instr, self.alpha = n_instr, alpha
+        self.mean = self.cov = self.loc = self.scale = None
         self.fitted = False
 
     def phi(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.to(torch.float64)
-        z = math.sqrt(2.0 / self.W.shape[1]) * torch.cos(x @ self.W + self.b)
+        z = (quadratic_features(x, self.n_instr) - self.loc) / self.scale
         return torch.cat([torch.ones(len(x), 1, dtype=torch.float64), z], 1)
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, newton_steps: int = 8) -> "BayesLogistic":
-        """MAP by Newton's method (from the previous mean), then the Laplace covariance at the MAP."""
+        """Standardise the features on (x), then the MAP by Newton's method from 0 and the Laplace covariance
+        at the MAP."""
+        q = quadratic_features(x, self.n_instr)
+        self.loc, self.scale = q.mean(0), q.std(0).clamp(min=1e-6)
         Z, y = self.phi(x), y.to(torch.float64)
-        w = self.mean.clone()
+        w = torch.zeros(Z.shape[1], dtype=torch.float64)
         prior = self.alpha * torch.eye(Z.shape[1], dtype=torch.float64)
         for _ in range(newton_steps):
             p = torch.sigmoid(Z @ w)
@@ -57,12 +73,14 @@ class BayesLogistic:
         var = ((Z @ self.cov) * Z).sum(1).clamp(min=0)
         return torch.sigmoid(mu / torch.sqrt(1 + math.pi * var / 8)).float()
 
+    KEYS = ("n_instr", "alpha", "mean", "cov", "loc", "scale", "fitted")
+
     def state(self) -> dict:
-        return {"W": self.W, "b": self.b, "alpha": self.alpha, "mean": self.mean, "cov": self.cov,
-                "fitted": self.fitted}
+        return {k: getattr(self, k) for k in self.KEYS}
 
     @classmethod
     def from_state(cls, st: dict) -> "BayesLogistic":
         m = cls.__new__(cls)
-        m.W, m.b, m.alpha, m.mean, m.cov, m.fitted = (st[k] for k in ("W", "b", "alpha", "mean", "cov", "fitted"))
+        for k in cls.KEYS:
+            setattr(m, k, st[k])
         return m

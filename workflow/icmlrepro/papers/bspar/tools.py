@@ -126,6 +126,15 @@ def delta_e(x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     return deltaE_ciede2000(lx, ly, channel_axis=-1).reshape(len(x), -1).mean(1)
 
 
+def delta_e94(x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """Mean CIE94 colour difference per image (scikit-image, graphic-arts weights): a second colour metric that no
+    arm is trained or tuned on (held out from the judge, which uses CIEDE2000)."""
+    from skimage.color import deltaE_ciede94
+
+    lx, ly = (lab(t).permute(0, 2, 3, 1).double().numpy() for t in (x, y))
+    return deltaE_ciede94(ly, lx, channel_axis=-1).reshape(len(x), -1).mean(1)
+
+
 def ssim(x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     """SSIM per image (scikit-image, RGB, data range 1)."""
     from skimage.metrics import structural_similarity

@@ -1,5 +1,7 @@
 """One arm, every seed: policy-gradient training of the edit agent with equal iterations, batch, horizon,
-optimiser and initial weights in every arm (same seed -> same initial policy in every arm).
+optimiser and initial weights in every arm (same seed -> same initial policy in every arm: a random init followed
+by the instruction warm start, see ``warm_start``). Every arm's learning rate is first tuned on the same grid
+(``lr_grid``) on the tuning draw (``tune_lr``), then each seed is trained on its own task draw at that rate.
 
 Arms (what each one adds or removes):
 - ``sparse``: REINFORCE on the judge's one noisy accept bit per rollout (no B-Spar component).
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from . import data as D
-from .agent import STATE_DIM, judge, new_policy, rollout
+from .agent import STATE_DIM, instruction_prior, judge, new_policy, rollout
 from .reward_model import BayesLogistic
 from .tools import N_ACTIONS
 
@@ -82,15 +84,43 @@ def update_anchors(anchors: list, ro, scores: np.ndarray, accepted: np.ndarray, 
     return anchors[:k]
 
 
+def warm_start(policy: torch.nn.Module, tr: dict, s: dict, seed: int) -> torch.nn.Module:
+    """Instruction-following initialisation shared by every trained arm (the stand-in for an MLLM that already
+    reads the instruction): ``warm_steps`` Adam steps of cross-entropy to the instruction prior pi_0 on the states
+    that ``warm_rollouts`` sampled pi_0 rollouts visit on the training tasks. No judge, no target: the policy
+    learns which tools the words name and to stop later rather than sooner, nothing about amounts."""
+    gen = torch.Generator().manual_seed(derive_seed(seed, "bspar", "warm"))
+    H, obs, want = s["horizon"], [], []
+    for _ in range(s["warm_rollouts"]):
+        ro = rollout(lambda o: torch.zeros(len(o), N_ACTIONS), tr["source"], tr["instr"], H, gen, prior_weight=1.0)
+        for t, (o, alive) in enumerate(zip(ro.obs, ro.alive)):
+            obs.append(o[alive]), want.append(instruction_prior(tr["instr"][alive], t, H))
+    obs, want = torch.cat(obs), torch.cat(want)
+    opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    for _ in range(s["warm_steps"]):
+        idx = torch.randint(0, len(obs), (min(256, len(obs)),), generator=gen)
+        loss = F.cross_entropy(policy(obs[idx]), want[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return policy
+
+
+def initial_policy(tr: dict, s: dict, seed: int) -> torch.nn.Module:
+    """The same starting weights for every arm of a seed: random init, then the instruction warm start."""
+    return warm_start(new_policy(s["hidden"], derive_seed(seed, "bspar", "init")), tr, s, seed)
+
+
 def train_seed(arm: str, tasks: dict, s: dict, seed: int) -> dict:
+    """``tasks``: one draw's splits (``train``, ``val`` keys, see data.draw)."""
     dense, prior, bayes, anchor = ARMS[arm]
     rng = seed_everything(derive_seed(seed, "bspar", "train", arm))
     gen = torch.Generator().manual_seed(derive_seed(seed, "bspar", "sample", arm))
-    policy = new_policy(s["hidden"], derive_seed(seed, "bspar", "init"))
+    tr, val = tasks["train"], tasks["val"]
+    policy = initial_policy(tr, s, seed)
     opt = torch.optim.Adam(policy.parameters(), lr=s["lr"])
-    tr, val = D.split(tasks, "train"), D.split(tasks, "val")
-    rm = BayesLogistic(STATE_DIM, s["rm_features"], s["rm_lengthscale"], s["rm_alpha"],
-                       derive_seed(seed, "bspar", "rm")) if bayes else None
+    val_rng = np.random.default_rng(derive_seed(seed, "bspar", "val_judge"))
+    rm = BayesLogistic(D.N_INSTR, s["rm_alpha"]) if bayes else None
     buf_x, buf_y, anchors, curve = [], [], [], []
     H, iters = s["horizon"], s["iterations"]
     for it in range(iters):
@@ -133,19 +163,44 @@ def train_seed(arm: str, tasks: dict, s: dict, seed: int) -> dict:
         if it % s["eval_every"] == 0 or it == iters - 1:
             gro = rollout(policy, val["source"], val["instr"], H, None)
             d, _ = judge(gro.final, val["target"], s["judge_threshold"], 0.0, None)
+            noisy = d + s["judge_noise"] * val_rng.standard_normal(len(d))
             row["val_success"] = float((d < s["judge_threshold"]).mean())
+            row["val_accept"] = float((noisy < s["judge_threshold"]).mean())  # the judge's bits: what tuning reads
             row["val_delta_e"] = float(d.mean())
         curve.append(row)
     return {"state": policy.state_dict(), "curve": curve, "reward_model": rm.state() if rm is not None else None}
 
 
+def tuning_score(curve: list) -> float:
+    """The judge's accept rate of the greedy policy on the validation tasks, averaged over the evaluations in the
+    last quarter of training (what a practitioner with only the judge's bits can select on)."""
+    n = len(curve)
+    return float(np.mean([r["val_accept"] for r in curve if "val_accept" in r and r["iteration"] >= 0.75 * (n - 1)]))
+
+
+def tune_lr(arm: str, tune_draw: dict, s: dict) -> tuple[float, dict]:
+    """The learning rate of ``lr_grid`` with the best tuning score on the tuning draw (its own crops of the
+    training photos, never a seed's test photos); ties go to the default ``lr``. Same grid for every arm."""
+    grid, scores = [float(v) for v in s["lr_grid"]], {}
+    for lr in grid:
+        scores[lr] = tuning_score(train_seed(arm, tune_draw, s | {"lr": lr}, D.TUNE_SEED)["curve"])
+    best = max(scores.values())
+    ties = [lr for lr in grid if scores[lr] == best]
+    return (float(s["lr"]) if float(s["lr"]) in ties else ties[0]), scores
+
+
 def run(job) -> None:
     s, arm = job.params, job.wildcards.arm
     tasks = D.load(job.input.tasks)
+    t0 = time.perf_counter()
+    lr, scores = tune_lr(arm, D.draw(tasks, "tune"), s)
+    tune_seconds = time.perf_counter() - t0
     runs = {}
     for seed in s["seeds"]:
         t0 = time.perf_counter()
-        runs[seed] = train_seed(arm, tasks, s, seed) | {"train_seconds": time.perf_counter() - t0}
+        runs[seed] = train_seed(arm, D.draw(tasks, seed), s | {"lr": lr}, seed) | {
+            "train_seconds": time.perf_counter() - t0}
     from icmlrepro.core.io import write_torch
 
-    write_torch(job.output.runs, {"arm": arm, "runs": runs})
+    write_torch(job.output.runs, {"arm": arm, "runs": runs, "lr": lr, "lr_scores": scores,
+                                  "tune_seconds": tune_seconds})
