@@ -11,7 +11,7 @@ import torch
 from icmlrepro.core import verdicts as V
 from icmlrepro.core.claims import load_claims
 from icmlrepro.core.metrics import MetricsFile
-from icmlrepro.papers.timesx import benchmark, context, neural, scoring, statistical, synthetic
+from icmlrepro.papers.timesx import benchmark, context, neural, scoring, statistical, synthetic, train
 from icmlrepro.papers.timesx.evaluate import ENSEMBLE, ENSEMBLE_MEMBERS, TEXT_ARMS, with_ensembles
 from icmlrepro.papers.timesx.windows import rolling_origins
 
@@ -251,7 +251,81 @@ def test_synthetic_benchmark_is_held_out_from_pretraining(monkeypatch):
     assert "Announcement issued" in corpus_text and "Announcement issued" not in bench_text
     assert not any(e in corpus_text for e in synthetic.HELDOUT_EVENTS)
     assert not any(e in bench_text for e in synthetic.EVENTS)
-    assert not any(v in bench_text for v in (" raise ", " lower "))
+    # the benchmark's own frames and words never occur in pretraining; the lexicon is shared
+    assert not any(w in corpus_text for w in ("Planner's note", "Heads-up", "volumes", "roughly", "expected"))
+    assert all(w in bench_text for w in ("Planner's note", "Heads-up"))
+
+
+def test_announcement_states_the_step_and_nothing_else(monkeypatch):
+    """Each benchmark announcement names exactly the step added to the future (start, duration, percent of
+    the last season's mean, direction): no future value, no other number."""
+    effects = []
+    real_fn = synthetic.heldout_announcement
+
+    def capture(*a, **k):
+        text, effect = real_fn(*a, **k)
+        effects.append((text, effect, a[4]))
+        return text, effect
+
+    monkeypatch.setattr(synthetic, "heldout_announcement", capture)
+    obs, _, windows, ctx = synthetic.synthetic_benchmark(np.random.default_rng(3), 12, 36)
+    assert len(effects) == 12
+    for (text, effect, level), w in zip(effects, windows.itertuples()):
+        on = np.flatnonzero(effect)
+        pct = round(abs(effect[on[0]]) / level * 100)
+        assert synthetic.EFFECT_PCT[0] <= pct <= synthetic.EFFECT_PCT[1]
+        nums = {float(t) for t in neural.tokens(text)
+                if neural.NUMBER.fullmatch(t) and float(t) <= neural.MAX_QUANTITY}  # years are labels
+        assert nums <= {float(on[0] + 1), float(on.size), float(pct)}, text
+        assert ("+" in text or " up " in text) == (effect[on[0]] > 0), text
+        future = obs[obs["series"] == w.series]["value"].to_numpy()[w.origin:]
+        assert not any(f"{v:.1f}" in text for v in future)
+
+
+def test_quantities_are_read_by_their_neighbouring_words():
+    q = neural.quantity_slots("Planner's note (1987-03): x expected from 3 months on; volumes +18% during 4 months.")
+    assert q == pytest.approx({"<from": 0.3, ">months": 0.7, "<+": 1.8, ">%": 1.8, "<during": 0.4})
+    assert neural.quantity_slots("issued 1987q3, 2033 and 1990-12") == {}  # dates and years are no quantity
+    enc = neural.text_vectorizer(["from 3 months on, -10%", "for 2 months, up 5 percent"], 16, 8)
+    seen = enc.transform(["from 6 months on"])
+    assert seen.any() and not enc.transform(["roughly 9 weeks"]).any()  # unseen words and keys are ignored
+    n_words = len(enc.words.vocabulary_)
+    therm = seen[0, n_words:].reshape(len(enc.slots), -1)[enc.slots["<from"]]
+    assert therm[0] == pytest.approx(0.6) and therm[1:].tolist() == [1.0] * 6 + [0.0] * (neural.HMAX - 6)
+
+
+def test_rate_choice_prefers_the_lowest_validation_loss_and_breaks_ties_to_the_default():
+    grid = [3e-4, 1e-3, 3e-3]
+    assert train.pick_lr([1.0, 0.9, 0.95], grid, 1e-3) == 1
+    assert train.pick_lr([0.8, 0.9, 0.95], grid, 1e-3) == 0
+    assert train.pick_lr([0.9, 0.9005, 0.8999], grid, 1e-3) == 1  # within the tie tolerance
+    assert train.pick_lr([0.9, 0.95, 0.8], grid, 1e-3) == 2
+
+
+def test_every_arm_gets_the_same_budget_and_the_twin_reads_no_text():
+    s = dict(SETTINGS, corpus_windows=40, val_windows=10, history=36, p_announce=1.0, text_features=32,
+             text_slots=8, hidden=8, epochs=1, batch_size=16, lr=1e-3, lr_grid=[1e-3, 3e-3])
+    blob = train.pretrain(s, 0)
+    assert set(blob["val_loss"]) == set(train.ARMS) and all(len(v) == 2 for v in blob["val_loss"].values())
+    assert all(len(c) == 1 for c in blob["curves"].values())  # same epochs for every arm
+    # announced windows: the twin trained without text cannot fit them as the text model can
+    assert blob["val_loss"]["textnet_notext"] != blob["val_loss"]["textnet"]
+
+
+def test_text_gate_fails_when_text_does_not_help():
+    """text_pathway_learns fails on a planted arm whose text gives nothing (textnet equal to its twin)."""
+    gate = next(g for g in load_claims("timesx").gates if g.id == "text_pathway_learns")
+
+    def mf(text_gain):
+        f = MetricsFile("timesx", "smoke", replicates=[0, 1, 2, 3, 4])
+        f.add("synthetic.mase.textnet", [0.9 + d for d in (0.0, 0.01, -0.01, 0.005, -0.005)])
+        for ctrl in ("textnet_notext", "textnet_shuffled"):
+            f.add(f"synthetic.mase.{ctrl}", [0.9 + text_gain + d for d in (0.002, -0.004, 0.0, 0.01, -0.003)])
+        return f
+
+    assert V.judge_gate(gate, mf(0.1)).state == "holds"
+    assert V.judge_gate(gate, mf(0.0)).state != "holds"
+    assert V.judge_gate(gate, mf(-0.1)).state == "fails"
 
 
 def test_text_controls_remove_or_move_the_text():
@@ -297,7 +371,7 @@ def test_revision_trains_the_text_head_only_and_text_reaches_the_forecast():
     rng = np.random.default_rng(0)
     hists = [rng.normal(10, 1, 40) for _ in range(16)]
     texts = ["raise the level by 40 percent"] * 8 + ["steady"] * 8
-    vec = neural.text_vectorizer(texts, 32)
+    vec = neural.text_vectorizer(texts, 32, 8)
     data = neural.Batch(hists, ["M"] * 16, texts, vec, 36, [h[:12] for h in hists])
     models = neural.build_models(36, data.t.shape[1], 8)
     base = [p.clone() for p in models["foundation"].parameters()]

@@ -54,7 +54,8 @@ rule timesx_train:
     params:
         stage="timesx.train",
         spec=paths_spec,
-        settings=settings_of("timesx", "corpus_windows", "history", "p_announce", "text_features", "hidden",
+        settings=settings_of("timesx", "corpus_windows", "val_windows", "history", "p_announce", "text_features",
+                             "text_slots", "hidden", "lr_grid",
                              "epochs", "batch_size", "lr", "max_events", "event_threshold", "max_covariates"),
     log:
         "results/{scale}/timesx/logs/timesx_train/seed{seed}.log",

@@ -5,8 +5,9 @@ real benchmark, the synthetic-style benchmark and its redraw; each window gets a
 normalised per series by SeasonalNaive, aggregated by geometric mean over series and by average rank.
 The statistical forecasts are deterministic and the same for every seed.
 
-Controls measured in the same run: the text-aware model and its ensemble with the window's text
-removed (empty context) and with the text of another window (shuffled); the rank agreement between
+Controls measured in the same run: the text-aware model's no-text twin (same network and budget, trained
+and run without text) and its ensemble, the text-aware models given the text of another window
+(shuffled); the rank agreement between
 the synthetic-style benchmark and an independent redraw of it. The leakage audit counts context
 items of the real benchmark that break a leak rule, and the same for the context a pipeline blind to
 release dates would build (what the audit must catch).
@@ -48,7 +49,9 @@ def neural_forecasts(models: dict, vec, windows: list, history: int) -> pd.DataF
         for suffix, arm in TEXT_ARMS.items():
             b = neural.Batch([w.history for w in windows], [w.freq for w in windows], arm(texts), vec, history)
             for name in NEURAL if not suffix else TEXT_MODELS:
-                for w, f in zip(windows, b.to_values(models[name](b))):
+                # textnet's no-text arm is its twin trained without text; TextRev's reads no text (diagnostic)
+                model = models.get(name + suffix, models[name]) if suffix == "_notext" else models[name]
+                for w, f in zip(windows, b.to_values(model(b))):
                     rows += [{"series": w.series, "window": w.window, "method": name + suffix, "step": k,
                               "yhat": float(f[k])} for k in range(f.size)]
     return pd.DataFrame(rows)
@@ -101,7 +104,16 @@ def run(job) -> None:
     leaks = leak_counts(tables["real"])
     leaks_unbounded = leak_counts(tables["real"], unbounded)
     for seed in seeds:
-        models, vec = load_models(inp[f"models_seed{seed}"], s)
+        models, vec, tuning = load_models(inp[f"models_seed{seed}"], s)
+        for arm, i in tuning["lr_index"].items():
+            put(f"train.lr_index.{arm}", i, "index", "none",
+                f"learning rate chosen by validation L1 for {arm}: index into lr_grid {list(s['lr_grid'])}")
+            put(f"train.lr_interior.{arm}", 0 < i < len(s["lr_grid"]) - 1, "bool", "none",
+                f"1 if the rate chosen for {arm} is interior to lr_grid (not at an edge)")
+            put(f"train.val_loss.{arm}", min(tuning["val_loss"][arm]), "L1 (standardised)", "lower",
+                f"validation L1 of {arm} at the chosen rate (pretraining generator, held-out windows)")
+            put(f"train.val_loss_snaive.{arm}", tuning["val_loss_snaive"][arm], "L1 (standardised)", "none",
+                f"validation L1 of SeasonalNaive on the same windows and targets as {arm} (its starting point)")
         gm = {}
         for b in BENCHMARKS:
             fc = with_ensembles(pd.concat([stat[b], neural_forecasts(models, vec, windows[b], s["history"])],

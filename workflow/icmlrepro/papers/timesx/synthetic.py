@@ -27,21 +27,23 @@ from .windows import HORIZON
 
 FREQS = ("Y", "Q", "M")
 EVENTS = ("promotion", "maintenance shutdown", "policy change", "supply disruption", "festival", "strike")
-PCTS = (10, 20, 30, 40, 60)
 RELEASE_LAGS = sorted({lag for _, _, lag, _ in RELEASES.values()})
 
 
 def synth_series(rng: np.random.Generator, freq: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A positive series (level + trend + seasonality + AR noise + level shifts) and a companion
-    that shares its trend and shifts (a covariate)."""
+    that shares its trend and shifts (a covariate). The seasonal amplitude is log-uniform over
+    0.2-10 noise units, so the corpus spans noise-dominated to strongly seasonal series (a
+    foundation model's corpus covers both; the held-out benchmark's seasons are 1-24 units)."""
     m = FREQ_SEASON[freq]
     k = np.arange(n)
     trend = rng.normal(0, 0.08) * k + np.cumsum(rng.normal(0, rng.uniform(0, 0.4), n))
     shifts = np.cumsum(np.where(rng.random(n) < 0.02, rng.normal(0, 4, n), 0.0))
     season = np.zeros(n)
     if m > 1:
+        amp = float(np.exp(rng.uniform(np.log(0.2), np.log(10.0))))
         for h in (1, 2):
-            season += rng.uniform(0, 3) / h * np.sin(2 * np.pi * h * k / m + rng.uniform(0, 2 * np.pi))
+            season += amp * rng.uniform(0.3, 1) / h * np.sin(2 * np.pi * h * k / m + rng.uniform(0, 2 * np.pi))
     phi = rng.uniform(-0.3, 0.9)
     eps = rng.normal(0, 1, n)
     noise = np.zeros(n)
@@ -54,26 +56,56 @@ def synth_series(rng: np.random.Generator, freq: str, n: int) -> tuple[np.ndarra
     return values, companion
 
 
-def announcement(rng: np.random.Generator, freq: str, horizon: int, origin_label: str,
-                 level: float) -> tuple[str, np.ndarray]:
-    """A scenario text issued at the origin and the effect it describes on the next ``horizon`` steps."""
+# Announcement language. Both the pretraining corpus and the benchmark draw direction words, symbols
+# and quantity phrases from this one lexicon (an LLM knows these words before it meets a benchmark); the
+# benchmark's sentence templates and event names are never used in pretraining.
+UP_WORDS = ("raise", "lift", "increase", "boost")
+DOWN_WORDS = ("lower", "cut", "reduce", "depress")
+EFFECT_PCT = (5, 30)  # announced step, percent of the last season's mean (both corpora)
+# pretraining announcements are composed from clause phrasings in random order (a varied language);
+# the benchmark uses fixed sentence frames of its own (HELDOUT_TEMPLATES)
+START_PHRASES = ("starting {start} {word} ahead", "from {start} {word} on", "beginning in {start} {word}",
+                 "starting in {start} {word}")
+LENGTH_PHRASES = ("for {length} {word}", "lasting {length} {word}", "during {length} {word}")
+SIZE_PHRASES = ("will {verb} the level by about {pct} percent", "moves the level {updown} {pct}%", "{sign}{pct}%",
+                "will {verb} demand {pct} percent", "{updown} {pct} percent")
+
+
+def _pretraining_template(rng: np.random.Generator) -> str:
+    clauses = [rng.choice(START_PHRASES), rng.choice(LENGTH_PHRASES), rng.choice(SIZE_PHRASES)]
+    order = rng.permutation(3)
+    return "Announcement issued {origin}: {event}, " + ", ".join(clauses[i] for i in order) + "."
+
+
+def _announced_effect(rng: np.random.Generator, freq: str, horizon: int, origin_label: str, level: float,
+                      templates: tuple[str, ...], events: tuple[str, ...]) -> tuple[str, np.ndarray]:
+    """A scenario text issued at the origin and the effect it describes on the next ``horizon`` steps: a
+    step of ``pct`` percent of ``level`` from step ``start`` for ``length`` steps, as the text says."""
     start = int(rng.integers(1, max(2, horizon - 1)))
     length = int(rng.integers(1, max(2, horizon - start + 1)))
-    pct = int(rng.choice(PCTS))
+    pct = int(rng.integers(EFFECT_PCT[0], EFFECT_PCT[1] + 1))
     up = bool(rng.random() < 0.5)
     effect = np.zeros(horizon)
     effect[start - 1:start - 1 + length] = (1 if up else -1) * pct / 100 * level
-    word = FREQ_WORD[freq]
-    text = (f"Announcement issued {origin_label}: a {rng.choice(EVENTS)} starting {start} {word} ahead will "
-            f"{'raise' if up else 'lower'} the level by about {pct} percent for {length} {word}.")
+    template = templates[int(rng.integers(len(templates)))] if templates else _pretraining_template(rng)
+    verb = rng.choice(UP_WORDS if up else DOWN_WORDS)
+    text = template.format(origin=origin_label, event=rng.choice(events), start=start, length=length,
+                           word=FREQ_WORD[freq], pct=pct, sign="+" if up else "-", updown="up" if up else "down",
+                           verb=verb)
     return text, effect
 
 
-HELDOUT_EVENTS = ("store renovation", "marketing campaign", "price increase", "competitor opening",
+def announcement(rng: np.random.Generator, freq: str, horizon: int, origin_label: str,
+                 level: float) -> tuple[str, np.ndarray]:
+    """A pretraining scenario text (clauses of the pretraining phrasings, pretraining event words) and its effect."""
+    return _announced_effect(rng, freq, horizon, origin_label, level, (), EVENTS)
+
+
+HELDOUT_EVENTS = ("store renovation", "marketing campaign", "price revision", "competitor opening",
                   "holiday season", "product recall")
 HELDOUT_TEMPLATES = (
     "Planner's note ({origin}): {event} expected from {start} {word} on; volumes {sign}{pct}% during {length} {word}.",
-    "Heads-up for {origin}: the {event} means demand {updown} roughly {pct}% starting in {start} {word}, lasting {length} {word}.",
+    "Heads-up for {origin}: the {event} means demand goes {updown} roughly {pct} percent starting in {start} {word}, lasting {length} {word}.",
 )
 
 
@@ -99,18 +131,9 @@ def heldout_series(rng: np.random.Generator, freq: str, n: int) -> np.ndarray:
 
 def heldout_announcement(rng: np.random.Generator, freq: str, horizon: int, origin_label: str,
                          level: float) -> tuple[str, np.ndarray]:
-    """A scenario text of the benchmark's own phrasing (templates and event words unused in pretraining)
-    and its effect: a step of ``pct`` percent of the last level, as the text says."""
-    start = int(rng.integers(1, max(2, horizon - 1)))
-    length = int(rng.integers(1, max(2, horizon - start + 1)))
-    pct = int(rng.integers(10, 61))
-    up = bool(rng.random() < 0.5)
-    effect = np.zeros(horizon)
-    effect[start - 1:start - 1 + length] = (1 if up else -1) * pct / 100 * level
-    template = HELDOUT_TEMPLATES[int(rng.integers(len(HELDOUT_TEMPLATES)))]
-    text = template.format(origin=origin_label, event=rng.choice(HELDOUT_EVENTS), start=start, length=length,
-                           word=FREQ_WORD[freq], pct=pct, sign="+" if up else "-", updown="up" if up else "down")
-    return text, effect
+    """A scenario text of the benchmark's own phrasing (templates and event words unused in pretraining,
+    words from the shared lexicon) and its effect: a step of ``pct`` percent of the last level, as the text says."""
+    return _announced_effect(rng, freq, horizon, origin_label, level, HELDOUT_TEMPLATES, HELDOUT_EVENTS)
 
 
 def _start(rng: np.random.Generator, freq: str) -> pd.Period:
@@ -146,7 +169,8 @@ def pretraining_corpus(rng: np.random.Generator, n_samples: int, history: int, p
         base = values[n_hist:].copy()
         future = base.copy()
         if rng.random() < p_announce:
-            text, effect = announcement(rng, freq, h, period_label(t[n_hist - 1], freq), values[:n_hist].mean())
+            text, effect = announcement(rng, freq, h, period_label(t[n_hist - 1], freq),
+                                        values[n_hist - FREQ_SEASON[freq]:n_hist].mean())
             future += effect
             items.append({"kind": "announcement", "text": text})
         out.append({"freq": freq, "history": values[:n_hist], "future": future, "future_series_only": base,

@@ -1,8 +1,11 @@
 """Stage ``timesx.train``: pretrain the small forecasters of one seed on a synthetic corpus.
 
-The corpus (series, pipeline context, announcements) is drawn from the seed, the text vocabulary
-is fitted on its texts, then the foundation stand-in, the text-aware model and the revision head
-are trained. Nothing of either benchmark is seen (zero-shot, as in the paper).
+The corpus (series, pipeline context, announcements) is drawn from the seed, the text encoder is fitted
+on its texts, then the foundation stand-in, the text-aware model, its no-text twin and the revision head
+are trained. Every arm gets the same budget: the same epochs on the same windows for each learning rate
+of the same grid, the rate picked by the L1 loss on validation windows of the pretraining generator
+(ties, within ``LR_TIE`` relative, go to the default rate). Nothing of either benchmark is seen
+(zero-shot, as in the paper).
 """
 
 from __future__ import annotations
@@ -13,41 +16,76 @@ import numpy as np
 import torch
 
 from icmlrepro.core.io import atomic_path
-from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.seeding import derive_seed
 
 from . import neural
 from .synthetic import pretraining_corpus
 
+ARMS = ("foundation", "textnet", "textnet_notext", "textrev")  # textrev revises the chosen foundation
+LR_TIE = 0.002  # validation losses within 0.2% of each other are a tie
+
+
+def _loss(model, data) -> float:
+    with torch.no_grad():
+        return float(((model(data) - data.y).abs() * data.mask).sum() / data.mask.sum())
+
+
+def pick_lr(losses: list[float], grid: list[float], default: float) -> int:
+    """Index of the rate with the lowest validation loss; a rate within LR_TIE of the best that is the
+    default (or the closest to it in log scale) wins the tie."""
+    best = min(losses)
+    tied = [i for i, v in enumerate(losses) if v <= best * (1 + LR_TIE)]
+    return min(tied, key=lambda i: (abs(np.log(grid[i] / default)), i))
+
 
 def pretrain(settings: dict, seed: int) -> dict:
-    """Models (state dicts), the text vectorizer and the training curves of one seed."""
-    seed_everything(derive_seed(seed, "timesx", "init"))
+    """Models (state dicts of the chosen rates), the text encoder, the training curves and the
+    validation loss of every (arm, rate)."""
     rng = np.random.default_rng(derive_seed(seed, "timesx", "corpus"))
-    corpus = pretraining_corpus(rng, settings["corpus_windows"], settings["history"], settings["p_announce"],
-                                settings)
-    vec = neural.text_vectorizer([c["text"] for c in corpus], settings["text_features"])
-    data = neural.Batch([c["history"] for c in corpus], [c["freq"] for c in corpus], [c["text"] for c in corpus],
-                        vec, settings["history"], [c["future"] for c in corpus])
-    n_text = data.t.shape[1]
-    models = neural.build_models(settings["history"], n_text, settings["hidden"])
-    targets = {"foundation": data.with_target([c["future_series_only"] for c in corpus]),
-               "textnet": data, "textrev": data}
-    curves = {}
-    for name in ("foundation", "textnet", "textrev"):  # textrev revises the trained foundation
-        curves[name] = neural.fit(models[name], targets[name], settings["epochs"], settings["batch_size"], settings["lr"],
-                                  derive_seed(seed, "timesx", "batches", name))
-    return {"state": {k: m.state_dict() for k, m in models.items()}, "vectorizer": vec, "n_text": n_text,
-            "curves": curves}
+    n_val = settings["val_windows"]
+    corpus = pretraining_corpus(rng, settings["corpus_windows"] + n_val, settings["history"],
+                                settings["p_announce"], settings)
+    train, val = corpus[:-n_val], corpus[-n_val:]
+    enc = neural.text_vectorizer([c["text"] for c in train], settings["text_features"], settings["text_slots"])
+
+    def batch(part, blank=False, target="future"):
+        return neural.Batch([c["history"] for c in part], [c["freq"] for c in part],
+                            ["" if blank else c["text"] for c in part], enc, settings["history"],
+                            [c[target] for c in part])
+
+    data = {"foundation": (batch(train, target="future_series_only"), batch(val, target="future_series_only")),
+            "textnet": (batch(train), batch(val)), "textnet_notext": (batch(train, True), batch(val, True)),
+            "textrev": (batch(train), batch(val))}
+    n_text = data["textnet"][0].t.shape[1]
+    grid, chosen, curves, val_loss, state = list(settings["lr_grid"]), {}, {}, {}, {}
+    for name in ARMS:
+        fits = []
+        for lr in grid:
+            torch.manual_seed(derive_seed(seed, "timesx", "init", name))
+            model = neural.build_model(name, settings["history"], n_text, settings["hidden"], chosen.get("foundation"))
+            curve = neural.fit(model, data[name][0], settings["epochs"], settings["batch_size"], lr,
+                               derive_seed(seed, "timesx", "batches", name))
+            fits.append((model, curve, _loss(model, data[name][1])))
+        val_loss[name] = [f[2] for f in fits]
+        i = pick_lr(val_loss[name], grid, settings["lr"])
+        chosen[name], curves[name] = fits[i][0], fits[i][1]
+        state[name] = fits[i][0].state_dict()
+    lr_index = {k: pick_lr(v, grid, settings["lr"]) for k, v in val_loss.items()}
+    # SeasonalNaive's L1 on the same validation windows and targets: what every arm starts from
+    snaive = {k: float(((v[1].naive - v[1].y).abs() * v[1].mask).sum() / v[1].mask.sum()) for k, v in data.items()}
+    return {"state": state, "vectorizer": enc, "n_text": n_text, "curves": curves, "val_loss": val_loss,
+            "lr_grid": grid, "lr_index": lr_index, "val_loss_snaive": snaive}
 
 
-def load_models(path, settings: dict) -> tuple[dict, object]:
+def load_models(path, settings: dict) -> tuple[dict, object, dict]:
+    """The trained models, the text encoder, and the rate choice (grid index and validation losses per arm)."""
     with open(path, "rb") as fh:
         blob = pickle.load(fh)
     models = neural.build_models(settings["history"], blob["n_text"], settings["hidden"])
     for k, m in models.items():
         m.load_state_dict(blob["state"][k])
         m.eval()
-    return models, blob["vectorizer"]
+    return models, blob["vectorizer"], {k: blob[k] for k in ("lr_index", "val_loss", "val_loss_snaive")}
 
 
 def run(job) -> None:
