@@ -54,11 +54,16 @@ def matrix_free_smooth(built, lmax: float, tau: float, y: np.ndarray, p) -> tupl
 
 
 def smooth_graph(graphs: Graphs, gid: str, seed: int, variant: str, p) -> tuple[list[dict], list[dict]]:
+    return smooth_signal_on(graphs.graph(gid), graphs.nodes(gid)["signal"].to_numpy(),
+                            int(graphs.meta.loc[gid, "max_rank"]), seed, variant, p)
+
+
+def smooth_signal_on(graph, f: np.ndarray, max_rank: int, seed: int, variant: str,
+                     p) -> tuple[list[dict], list[dict]]:
+    """Every operator tuned on validation noise draws of ``f`` and scored on fresh test draws."""
     q = p["smoothing"]
-    graph = graphs.graph(gid)
-    f = graphs.nodes(gid)["signal"].to_numpy()
     n = f.size
-    cx = complex_of(graph, int(graphs.meta.loc[gid, "max_rank"]))
+    cx = complex_of(graph, max_rank)
     y_val = f[:, None] + noise(seed, "val", n, int(q["n_val"]), float(q["noise"]))
     y_test = f[:, None] + noise(seed, "test", n, int(q["n_test"]), float(q["noise"]))
     taus = tau_grid(p)
