@@ -14,7 +14,7 @@ rule cofactgvr_data:
     params:
         stage="cofactgvr.data",
         spec=paths_spec,
-        settings=settings_of("cofactgvr", "data_seed", "grid", "n_objects", "n_values", "cue_rate", "noise",
+        settings=settings_of("cofactgvr", "seeds", "grid", "n_objects", "n_values", "cue_rate", "noise",
                              "n_train", "n_val", "n_test"),
     log:
         "results/{scale}/cofactgvr/logs/cofactgvr_data.log",
@@ -41,7 +41,7 @@ rule cofactgvr_train:
     params:
         stage="cofactgvr.train",
         spec=paths_spec,
-        settings=settings_of("cofactgvr", "seeds", "n_values", "hidden", "sft_lr", "lr_grid", "n_sft", "sft_steps", "iterations",
+        settings=settings_of("cofactgvr", "seeds", "n_values", "hidden", "sft_lr", "lr_grid", "lr_default", "n_sft", "sft_steps", "iterations",
                              "prompts", "group_size", "epochs", "minibatches", "clip_eps", "beta", "format_weight",
                              "cf_lambda", "qpas_quantile"),
     log:
@@ -49,7 +49,7 @@ rule cofactgvr_train:
     benchmark:
         "results/{scale}/cofactgvr/benchmarks/cofactgvr_train/{arm}.tsv"
     wildcard_constraints:
-        arm="grpo|grpo_cf|grpo_qpas|cofactgvr|grpo_cfrand",
+        arm="grpo|grpo_cf|grpo_qpas|cofactgvr|grpo_cfshuf|grpo_cfrand",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
@@ -101,7 +101,7 @@ rule cofactgvr_figures:
     params:
         stage="cofactgvr.figures",
         spec=paths_spec,
-        settings=settings_of("cofactgvr", "arms", "grid", "n_values"),
+        settings=settings_of("cofactgvr", "arms", "seeds", "grid", "n_values"),
     log:
         "results/{scale}/cofactgvr/logs/cofactgvr_figures.log",
     benchmark:

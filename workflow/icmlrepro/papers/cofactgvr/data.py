@@ -14,6 +14,9 @@ correlation, spread over every empty cell, which masking one cell does not remov
 ``val`` and ``test_id`` follow that law (fresh scenes; otherwise the tint is uniform); ``test_broken`` breaks
 the cue: the tint is never the answer, so the shortcut answers wrongly. ``val`` (drawn like ``train``, its
 own seed stream) only picks each arm's learning rate; the test splits are never used for a choice.
+
+Every seed draws its own world (all four splits from its own seed stream), so the interval over seeds covers
+data sampling as well as training noise. A split file holds every seed's arrays under ``"<seed>.<name>"``.
 """
 
 from __future__ import annotations
@@ -82,16 +85,31 @@ def make_split(n: int, s: dict, split: str, seed: int) -> dict[str, np.ndarray]:
             "cells": cells, "attrs": attrs, "tint": tint}
 
 
-def load_split(path) -> dict[str, np.ndarray]:
-    return read_npz(path)
+def load_split(path, seed: int) -> dict[str, np.ndarray]:
+    """One seed's arrays of a split file."""
+    prefix = f"{int(seed)}."
+    arrays = {k[len(prefix):]: v for k, v in read_npz(path).items() if k.startswith(prefix)}
+    if not arrays:
+        raise KeyError(f"{path} holds no arrays of seed {seed}")
+    return arrays
+
+
+def tint_answer_share(split: dict[str, np.ndarray]) -> float:
+    """Share of scenes whose background tint equals the answer (the cue-only rule's accuracy)."""
+    return float((split["tint"] == split["answer"]).mean())
 
 
 def run(job) -> None:
     s = job.params
     summary = {}
     for split in SPLITS:
-        arrays = make_split(s[SIZE_KEY[split]], s, split, s["data_seed"])
+        arrays, per_seed = {}, {}
+        for seed in s["seeds"]:
+            d = make_split(s[SIZE_KEY[split]], s, split, seed)
+            arrays |= {f"{int(seed)}.{k}": v for k, v in d.items()}
+            per_seed[str(seed)] = {"n": len(d["answer"]), "cue_share": float(d["cue"].mean()),
+                                   "shortcut_accuracy": tint_answer_share(d)}
         write_npz(job.output[split], arrays)
-        summary[split] = {"n": len(arrays["answer"]), "cue_share": float(arrays["cue"].mean()),
-                          "shortcut_accuracy": float((arrays["tint"] == arrays["answer"]).mean())}
+        summary[split] = {"per_seed": per_seed,
+                          "shortcut_accuracy_mean": float(np.mean([v["shortcut_accuracy"] for v in per_seed.values()]))}
     write_json(job.output.summary, summary)

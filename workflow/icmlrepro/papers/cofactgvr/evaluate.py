@@ -19,7 +19,7 @@ from icmlrepro.core.io import read_json, read_parquet, read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 
 from .arms import START
-from .data import TASKS, load_split
+from .data import TASKS, load_split, tint_answer_share
 from .model import GVRPolicy, greedy_act, mask_cells
 from .train import new_policy, tensors
 
@@ -49,11 +49,12 @@ def summarise(pred: pd.DataFrame) -> dict[str, float]:
 
 def score_all(job, s: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores: one row per arm x seed x split x score, predictions of every item)."""
-    splits = {sp: load_split(job.input[sp]) for sp in TEST_SPLITS}
+    data = {seed: {sp: load_split(job.input[sp], seed) for sp in TEST_SPLITS} for seed in s["seeds"]}
     rows, preds = [], []
     cks = {a: read_torch(job.input[a]) for a in s["arms"]}
     for arm in [START, *s["arms"]]:
         for seed in s["seeds"]:
+            splits = data[seed]  # each seed's own test scenes
             policy = new_policy(s, seed)
             if arm == START:  # identical in every arm's checkpoint: read the first one
                 policy.load_state_dict(cks[s["arms"][0]]["seeds"][seed]["start"])
@@ -113,9 +114,16 @@ def build_metrics(scores: pd.DataFrame, logs: pd.DataFrame, splits: dict, s: dic
                            f"on the val split (training law) of seed {tu['seed']}; used for every seed")
         mf.add(f"lr_at_grid_edge.{arm}", [float(tu["at_grid_edge"])] * len(seeds), unit="flag", direction="lower",
                description=f"arm {arm}: 1 if the picked learning rate is the smallest or largest of the grid")
-        mf.add(f"val_acc.{arm}", [max(r["val_acc"] for r in tu["grid"])] * len(seeds), unit="accuracy",
+        picked = next(r["val_acc"] for r in tu["grid"] if r["lr"] == tu["chosen_lr"])
+        mf.add(f"val_acc.{arm}", [float(picked)] * len(seeds), unit="accuracy",
                direction="higher", description=f"arm {arm}: val accuracy of seed {tu['seed']} at the picked rate "
                                                f"(the tuning score; not a test number)")
+        mf.add(f"val_acc_se.{arm}", [float(tu["val_acc_se"])] * len(seeds), unit="accuracy", direction="none",
+               description=f"arm {arm}: standard error of the best val accuracy (sqrt(p(1-p)/n_val)); rates within "
+                           f"it of the best are tied")
+        mf.add(f"tuning_ties.{arm}", [float(tu["ties"])] * len(seeds), unit="rates", direction="none",
+               description=f"arm {arm}: other rates of the grid tied with the best val accuracy (within one standard "
+                           f"error); ties go to the default rate {s['lr_default']} (or the tied rate nearest to it)")
         mf.add(f"train_seconds.{arm}", vals(arm, "train", "train_seconds"), unit="s", direction="lower", timing=True,
                description=f"arm {arm}: wall time of training one seed (equal rollouts and gradient steps in every arm)")
         if arm != "grpo" and "grpo" in s["arms"]:
@@ -126,9 +134,9 @@ def build_metrics(scores: pd.DataFrame, logs: pd.DataFrame, splits: dict, s: dic
                        description=f"{what[score]} on test_id: arm {arm} vs plain GRPO "
                                    f"({'GRPO minus arm' if sign < 0 else 'arm minus GRPO'}, per seed)")
     for sp in TEST_SPLITS:
-        d = splits[sp]
-        mf.add(f"acc.cue_only.{sp}", [float((d["tint"] == d["answer"]).mean())] * len(seeds), unit="accuracy",
-               direction="higher", description=f"trivial reference: answer the background tint (the shortcut), split {sp}")
+        mf.add(f"acc.cue_only.{sp}", [tint_answer_share(splits[sd][sp]) for sd in seeds], unit="accuracy",
+               direction="higher", description=f"trivial reference: answer the background tint (the shortcut), split {sp} "
+                                               f"(each seed's own test scenes)")
     mf.add("acc.chance", [1.0 / s["n_values"]] * len(seeds), unit="accuracy", direction="higher",
            description="trivial reference: a uniformly random answer")
     mf.add("iou.chance", [1.0 / s["grid"] ** 2] * len(seeds), unit="IoU", direction="higher",
@@ -140,7 +148,7 @@ def run(job) -> None:
     s = job.params
     scores, preds = score_all(job, s)
     logs = pd.concat([read_parquet(job.input[f"log_{a}"]) for a in s["arms"]], ignore_index=True)
-    splits = {sp: load_split(job.input[sp]) for sp in TEST_SPLITS}
+    splits = {seed: {sp: load_split(job.input[sp], seed) for sp in TEST_SPLITS} for seed in s["seeds"]}
     write_parquet(job.output.scores, scores)
     write_parquet(job.output.curves, logs)
     write_parquet(job.output.predictions, preds[(preds["item"] < s["n_examples"])])

@@ -7,10 +7,13 @@ which carry the shortcut like the rest of the training split) gives a policy tha
 either strengthens its grounding or lets it decay into the shortcut. It is recomputed identically in every
 arm's job (same seed stream), which is cheaper than a job of its own.
 
-Tuning (the same for every arm): the GRPO learning rate is picked from ``lr_grid`` (four rates around the
-former fixed one) by greedy answer accuracy on the ``val`` split (fresh scenes from the training law, cue
-included; never a test split) after training the FIRST seed with each rate; ties go to the smaller rate.
-The picked rate then trains every seed (the first seed's run is reused). The warm start's rate ``sft_lr``,
+Tuning (the same for every arm): the GRPO learning rate is picked from ``lr_grid`` by greedy answer accuracy
+on the ``val`` split (fresh scenes from the training law, cue included; never a test split) after training the
+FIRST seed with each rate (on that seed's own data). Rates whose val accuracy lies within one standard error
+(sqrt(p (1 - p) / n_val) at the best rate p) of the best are tied: the tie goes to ``lr_default`` (the former
+fixed rate, the same for every arm) when it is tied, else to the tied rate nearest to it on the log scale; the
+number of rates tied with the best is recorded. The picked rate then trains every seed (the first seed's run
+is reused). The warm start's rate ``sft_lr``,
 lambda and the Q-PAS quantile are fixed, not tuned: the warm start is shared by all arms, and lambda and the
 quantile exist only in some arms, so tuning them would give those arms a grid the baseline lacks.
 
@@ -20,8 +23,15 @@ Arms (the cause each one adds):
                    (answer correct, format valid), r_cf from re-answering with the PREDICTED cell masked;
   ``grpo_qpas``    + Q-PAS only (no bonus);
   ``cofactgvr``    the full method: bonus + Q-PAS;
-  ``grpo_cfrand``  the control of the bonus: the same bonus, but the masked cell is a RANDOM cell other than
-                   the predicted one (the intervention no longer targets the mediator).
+  ``grpo_cfshuf``  the control of the bonus: the same bonus values (predicted cell masked), permuted at random
+                   among the high-quality rollouts of each question's group: the same extra reward per group, the
+                   same scale and gating, but a rollout's bonus no longer measures its own reliance on its evidence;
+  ``grpo_cfrand``  (not in the default arms) the bonus with the masked cell a RANDOM cell other than the predicted
+                   one, of the same kind (object / background) as the predicted one. It was the control until the
+                   audit of issue 39: masking a cell off the evidence pays answers that rely on cells other than
+                   the evidence, so it is the method's opposite rather than the method without its cause (at
+                   default its evidence IoU fell from the warm start's 0.8 to 0.35-0.81, its shortcut rate rose to
+                   0.13-0.50, and its accuracy gain over the warm start was undecided).
 r_fact and r_cf are the policy's probabilities of the correct answer given the factual and the
 counterfactual image (the expected correctness of a re-answer; matched: same question, same evidence
 location, same policy), so the gap measures how much the answer relies on the evidence.
@@ -56,13 +66,29 @@ def tensors(split: dict) -> tuple[torch.Tensor, ...]:
             torch.as_tensor(split["target_cell"]))
 
 
-def other_cells(e: torch.Tensor, n_cells: int, rng: np.random.Generator) -> torch.Tensor:
-    """A uniformly random cell different from ``e`` (any cell when ``e`` is "no evidence")."""
-    r = torch.as_tensor(rng.integers(n_cells - 1, size=len(e)))
-    r = r + ((r >= e) & (e < n_cells)).long()
-    none = e >= n_cells
-    r[none] = torch.as_tensor(rng.integers(n_cells, size=int(none.sum())), dtype=r.dtype)
-    return r
+def occupancy(split: dict) -> torch.Tensor:
+    """(scenes, n_cells) bool: which cells hold an object (the rest show the background tint)."""
+    n, n_cells = split["x"].shape[:2]
+    occ = np.zeros((n, n_cells), dtype=bool)
+    occ[np.arange(n)[:, None], split["cells"]] = True
+    return torch.as_tensor(occ)
+
+
+def other_cells(e: torch.Tensor, occupied: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """A uniformly random cell different from ``e`` of the same kind (object cell / background cell) as ``e``:
+    masking it perturbs the global context as much as masking ``e`` would, but not the evidence itself. Any
+    other cell when ``e`` has no other cell of its kind; any cell when ``e`` is "no evidence"."""
+    n, n_cells = occupied.shape
+    rows = torch.arange(n)
+    valid = e < n_cells
+    same = occupied == occupied[rows, e.clamp_max(n_cells - 1)][:, None]
+    cand = same & valid[:, None]
+    cand[rows[valid], e[valid]] = False
+    lonely = ~cand.any(1)  # no other cell of e's kind (or no evidence): any cell but e
+    cand[lonely] = True
+    cand[rows[lonely & valid], e[lonely & valid]] = False
+    score = torch.as_tensor(rng.random((n, n_cells))).masked_fill(~cand, -1.0)
+    return score.argmax(1)
 
 
 def counterfactual_bonus(policy: GVRPolicy, x, q, e, y, answer_logits, high_quality, region, lam: float):
@@ -70,6 +96,18 @@ def counterfactual_bonus(policy: GVRPolicy, x, q, e, y, answer_logits, high_qual
     p_fact = torch.softmax(answer_logits, -1).gather(1, y[:, None]).squeeze(1)
     p_cf = torch.softmax(policy.answer_logits(mask_cells(x, region), q, e), -1).gather(1, y[:, None]).squeeze(1)
     return lam * (p_fact - p_cf) * high_quality
+
+
+def shuffle_in_groups(bonus: torch.Tensor, high_quality: torch.Tensor, G: int, rng: np.random.Generator) -> torch.Tensor:
+    """The bonus values permuted at random among the high-quality rollouts of each group of ``G`` (the others keep
+    0): each group's total bonus is kept, the link between a rollout and its own counterfactual gap is cut."""
+    out = bonus.clone()
+    hq = high_quality.bool().view(-1, G)
+    for g in range(hq.shape[0]):
+        idx = torch.nonzero(hq[g]).squeeze(1) + g * G
+        if len(idx) > 1:
+            out[idx] = bonus[idx[torch.as_tensor(rng.permutation(len(idx)))]]
+    return out
 
 
 def warm_start(train_split: dict, s: dict, seed: int) -> GVRPolicy:
@@ -99,6 +137,7 @@ def train(arm: str, train_split: dict, s: dict, seed: int, lr: float) -> tuple[G
     cfg = grpo.GRPOConfig(clip_eps=s["clip_eps"], beta=s["beta"], epochs=s["epochs"], minibatches=s["minibatches"],
                           qpas=use_qpas, qpas_quantile=s["qpas_quantile"])
     X, Q, Y, T = tensors(train_split)
+    OCC = occupancy(train_split)
     n_cells, G, rows = X.shape[1], s["group_size"], []
     for it in range(s["iterations"]):
         idx = torch.as_tensor(np.repeat(rng.choice(len(Y), size=s["prompts"], replace=False), G))
@@ -112,8 +151,10 @@ def train(arm: str, train_split: dict, s: dict, seed: int, lr: float) -> tuple[G
             reward = correct + s["format_weight"] * valid
             bonus = torch.zeros_like(reward)
             if region_kind is not None:
-                region = e if region_kind == "predicted" else other_cells(e, n_cells, rng)
+                region = other_cells(e, OCC[idx], rng) if region_kind == "random" else e
                 bonus = counterfactual_bonus(policy, x, q, e, y, al, correct * valid, region, s["cf_lambda"])
+                if region_kind == "shuffled":
+                    bonus = shuffle_in_groups(bonus, correct * valid, G, rng)
             adv = grpo.group_advantages(reward + bonus, G)
         st = grpo.update(lambda i: log_probs(policy, x[i], q[i], e[i], a[i]), logp_old, logp_ref, adv,
                          torch.ones_like(logp_old, dtype=torch.bool), opt, cfg, rng, G)
@@ -140,20 +181,31 @@ def tune(arm: str, train_split: dict, val_split: dict, s: dict, seed: int) -> tu
     runs = {lr: timed_train(arm, train_split, s, seed, lr) for lr in grid}
     rows = [{"lr": lr, "val_acc": val_accuracy(r["policy"].eval(), val_split), "train_seconds": r["train_seconds"]}
             for lr, r in runs.items()]
-    best = max(rows, key=lambda r: (r["val_acc"], -r["lr"]))["lr"]  # ties: the smaller rate
-    record = {"arm": arm, "seed": seed, "grid": rows, "chosen_lr": best,
-              "at_grid_edge": at_grid_edge(best, grid)}
+    best, se, tied = pick_rate(rows, len(val_split["answer"]), s["lr_default"])
+    record = {"arm": arm, "seed": seed, "grid": rows, "chosen_lr": best, "val_acc_se": se, "tied_rates": tied,
+              "ties": len(tied) - 1, "at_grid_edge": at_grid_edge(best, grid)}
     return runs[best], record
+
+
+def pick_rate(rows: list[dict], n_val: int, default: float) -> tuple[float, float, list[float]]:
+    """(picked rate, standard error of the best val accuracy, the rates tied with the best): a rate is tied when
+    its val accuracy is within one standard error of the best; among tied rates the default wins, else the one
+    nearest to it on the log scale (then the smaller)."""
+    p = max(r["val_acc"] for r in rows)
+    se = float(np.sqrt(max(p * (1 - p), 1e-12) / n_val))
+    tied = sorted(r["lr"] for r in rows if r["val_acc"] >= p - se)
+    pick = min(tied, key=lambda lr: (abs(np.log(lr / default)), lr))
+    return pick, se, tied
 
 
 def run(job) -> None:
     s, arm = job.params, job.wildcards.arm
-    split, val = load_split(job.input.train), load_split(job.input.val)
     seeds = list(s["seeds"])
-    first, tuning = tune(arm, split, val, s, seeds[0])
+    first, tuning = tune(arm, load_split(job.input.train, seeds[0]), load_split(job.input.val, seeds[0]), s, seeds[0])
     states, logs = {}, []
-    for seed in seeds:
-        r = first if seed == seeds[0] else timed_train(arm, split, s, seed, tuning["chosen_lr"])
+    for seed in seeds:  # each seed trains on its own draw of the world
+        r = first if seed == seeds[0] else timed_train(arm, load_split(job.input.train, seed), s, seed,
+                                                       tuning["chosen_lr"])
         states[seed] = {"state": r["policy"].state_dict(), "start": r["start"], "train_seconds": r["train_seconds"]}
         logs.append(r["log"].assign(seed=seed, arm=arm, lr=tuning["chosen_lr"]))
     write_torch(job.output.model, {"arm": arm, "seeds": states, "tasks": list(TASKS), "lr": tuning["chosen_lr"]})
