@@ -15,7 +15,7 @@ import torch
 from icmlrepro.lm.tasks import Task, check, generate
 from icmlrepro.papers.onpolicy_sft import data, ddt, evaluate, hinted, losses, styles
 
-from .conftest import check_smoke_paper
+from .conftest import ROOT, check_smoke_paper
 
 
 def _case():
@@ -121,7 +121,7 @@ def test_restyle_keeps_the_answer_and_changes_the_trace():
 SMALL = {"seeds": [0, 1], "target_family": "sort", "ood_families": ["dyck"],
          "pretrain": {"n_per_family": 40, "steps_range": [2, 4], "n_hint": 40, "hint_steps_range": [2, 6]},
          "target": {"n_train": 10, "n_val": 5, "n_test": 5, "steps_range": [5, 6]},
-         "ood": {"n_per_family": 10, "steps_range": [2, 6]}}
+         "ood": {"n_per_family": 10, "steps_range": [2, 10]}}
 
 
 def test_splits_are_disjoint_and_unseen_and_a_planted_leak_is_caught():
@@ -140,12 +140,43 @@ def test_splits_are_disjoint_and_unseen_and_a_planted_leak_is_caught():
     assert set(ood["family"]) == {"dyck"} and not set(ood["prompt"]) & set(pre["question"])
 
 
-def test_phi_link_is_the_rank_correlation_and_its_shuffled_control_differs():
+def test_phi_link_is_the_rank_correlation_and_its_permutation_null_covers_every_pairing():
     phi = {"ground_truth": -6.0, "ground_truth_matched": -5.0, "self": 0.0, "hinted": -0.5, "hinted_beta0": -1.0}
     ood = {"sft": 0.1, "gt_matched_sft": 0.2, "self_sft": 0.9, "hint_sft": 0.8, "hint0_sft": 0.7}
     assert evaluate.link(phi, ood) == pytest.approx(1.0)
-    assert evaluate.link(phi, ood, shift=1) < 1.0
+    null = evaluate.link_null(phi, ood)
+    assert len(null) == 120  # all 5! pairings
+    assert np.mean(null) == pytest.approx(0.0, abs=1e-12)  # symmetric without ties
+    assert np.sum(null >= 1.0 - 1e-12) == 1  # only the true pairing reaches rho = 1: exact p = 1/120
+    assert 0.5 < np.quantile(null, 0.95) < 1.0
     assert math.isnan(evaluate.link(phi, {k: 0.5 for k in ood}))  # constant accuracy: no ranking
+
+
+def test_ood_set_is_balanced_per_seed_and_redrawn():
+    p = {**SMALL, "ood_families": ["dyck", "mod"], "ood": {"n_per_family": 20, "steps_range": [2, 8]}}
+    pre = data.pretrain_table(p)
+    ood = data.ood_table(p, set(pre["question"]))
+    for seed, g in ood.groupby("seed"):
+        shares = data.answer_shares(g)
+        assert shares["dyck"] == 0.5 and shares["mod"] <= 0.6, shares
+        assert (g["family"].value_counts() == 20).all()
+    a, b = (set(ood.loc[ood["seed"] == s, "prompt"]) for s in (0, 1))
+    assert a != b  # redrawn per seed
+    assert not set(ood["prompt"]) & set(pre["question"])
+
+
+def test_rate_pick_breaks_ties_toward_the_default_and_records_its_standard_error():
+    from icmlrepro.papers.onpolicy_sft.train import pick
+
+    scored = [(0.3, 1e-4, "a"), (0.5, 1e-3, "b"), (0.5, 1e-2, "c")]
+    assert pick(scored, 1e-2)[2] == "c" and pick(scored, 1e-3)[2] == "b" and pick(scored, 3e-3)[2] == "b"
+    hits = {1e-4: [1, 0, 0, 0], 1e-3: [1, 1, 0, 1], 1e-2: [0, 1, 1, 0]}
+    g = pd.DataFrame([{"arm": "sft", "lr": lr, "val_acc": float(np.mean(h)), "val_hits": h, "chosen": lr == 1e-3}
+                      for lr, h in hits.items()])
+    sel = evaluate.selection(g)
+    diff = np.array([1, 0, -1, 1])  # chosen (1e-3) minus the runner-up (1e-2)
+    assert sel["margin"] == pytest.approx(0.25) and sel["tie"] == 0.0
+    assert sel["se"] == pytest.approx(diff.std(ddof=1) / 2)
 
 
 def test_arm_cost_adds_its_corpus_generation_to_its_training():
@@ -163,3 +194,64 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
                                 is_timing=lambda n: n.startswith(("seconds.", "train_time_ratio")))
     for arm in ("base", "sft", "hint_idft", "dpo", "simpo"):
         assert all(0.0 <= v <= 1.0 for v in metrics.get(f"ood_acc.{arm}").values if np.isfinite(v))
+
+
+def test_claims_text_states_the_default_config():
+    """The claims file's assumptions state the hinted-decoding temperature and beta, the update budget and the
+    validation size of the default config (the audit found 'temperature 1.0' in the text, 0.3 in the config)."""
+    import re
+
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.io import parse_yaml
+
+    cfg = parse_yaml((ROOT / "config" / "config.yaml").read_text(), "config/config.yaml")["onpolicy_sft"]["default"]
+    text = " ".join(load_claims("onpolicy_sft").assumptions)
+    temp = re.search(r"temperature ([0-9.]+) \(config corpora\.hint_temperature", text)
+    beta = re.search(r"beta = ([0-9.]+) here \(a choice, config corpora\.hint_beta", text)
+    budget = re.search(r"every arm takes (\d+) AdamW updates of (\d+) examples", text)
+    val = re.search(r"validation accuracy \((\d+) problems\)", text)
+    assert temp and beta and budget and val, "the assumptions no longer state these settings"
+    assert float(temp.group(1)) == cfg["corpora"]["hint_temperature"]
+    assert float(beta.group(1)) == cfg["corpora"]["hint_beta"]
+    assert (int(budget.group(1)), int(budget.group(2))) == (cfg["finetune"]["steps"], cfg["finetune"]["batch_size"])
+    assert int(val.group(1)) == cfg["target"]["n_val"]
+    assert f"{cfg['n_seeds']} seeds" in load_claims("onpolicy_sft").scale_gap
+
+
+def _gate_states(rows: list[dict]) -> dict:
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    evaluate.fold_base_gaps(rows)
+    seeds = list(range(len(rows)))
+    mf = MetricsFile("onpolicy_sft", "default", replicate="seed", replicates=seeds)
+    for name in rows[0]:
+        mf.add(name, [r[name] for r in rows])
+    return {g: r.state for g, r in V.judge_gates(load_claims("onpolicy_sft"), mf).items()}
+
+
+def _planted(seed: int, base_ood: float = 0.9, dpo_ood: float = 0.6, majority: float = 0.2) -> dict:
+    j = 0.01 * (seed % 3)
+    healthy = {f"id_acc.{a}": 0.5 + j for a in ("sft", "dft", "idft", "self_sft", "gt_matched_sft", "hint_sft",
+                                               "hint0_sft", "hint_idft", "dpo", "simpo")}
+    return {**healthy, "id_acc.base": 0.3, "ood_acc.sft": 0.6 + j, "correct_fraction.hinted": 0.6 + j,
+            "ood_majority_share": majority, "ood_acc.majority": 0.13, "ood_acc.base": base_ood + j,
+            "ood_acc.dpo": dpo_ood - j, "ood_acc.simpo": dpo_ood + j,
+            "ood_acc_base_minus_dpo": base_ood - dpo_ood + 2 * j, "ood_acc_base_minus_simpo": base_ood - dpo_ood}
+
+
+def test_on_par_gate_fails_when_the_untrained_base_is_on_par_and_holds_when_it_is_not():
+    far = _gate_states([_planted(s) for s in range(5)])
+    assert set(far.values()) == {"holds"}, far
+    below = _gate_states([_planted(s, base_ood=0.5, dpo_ood=0.8) for s in range(5)])  # DPO above the base
+    assert below["on_par_discriminates"] == "holds"
+    near = _gate_states([_planted(s, base_ood=0.62, dpo_ood=0.6) for s in range(5)])  # base within 5 points
+    assert near["on_par_discriminates"] != "holds"
+
+
+def test_balance_gate_fails_on_a_mostly_one_answer_set():
+    """The audit's dyck set: 71 of 80 items answered 'no'."""
+    assert _gate_states([_planted(s, majority=71 / 80) for s in range(5)])["ood_balanced"] == "fails"
+    shares = data.answer_shares(pd.DataFrame({"family": ["dyck"] * 80, "answer": ["no"] * 71 + ["yes"] * 9}))
+    assert shares["dyck"] == pytest.approx(0.8875)

@@ -91,6 +91,7 @@ rule onpolicy_sft_train:
 rule onpolicy_sft_eval:
     input:
         unpack(lambda wildcards: onpolicy_sft_seed_files(paper_settings(config, "onpolicy_sft", wildcards.scale))),
+        ood=rules.onpolicy_sft_data.output.ood,
     output:
         metrics="results/{scale}/onpolicy_sft/metrics.json",
         table="results/{scale}/onpolicy_sft/eval/per_seed.parquet",

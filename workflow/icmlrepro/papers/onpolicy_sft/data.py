@@ -5,10 +5,10 @@
   style, before the '?') followed by the native trace: the model learns to read either style and to
   write its own; hint prompts span ``hint_steps_range``, up to the target's lengths, as a chat model
   has read solutions of problems it cannot yet solve alone;
-- target (fine-tuning, in-domain): target-family (``mod``) problems with more steps than pretraining showed, per seed
+- target (fine-tuning, in-domain): target-family problems with more steps than pretraining showed, per seed
   a train / validation / test split of distinct problems; the train solutions are restyled;
 - out-of-domain: the other families in the native style at pretraining difficulty (generalization and
-  forgetting after fine-tuning on the target family).
+  forgetting after fine-tuning on the target family), redrawn per seed; a yes/no family is balanced.
 Test and validation problems never appear in training (checked: prompts are disjoint).
 """
 
@@ -71,12 +71,31 @@ def target_table(p: dict, pretrain_prompts: set[str]) -> pd.DataFrame:
 
 
 def ood_table(p: dict, pretrain_prompts: set[str]) -> pd.DataFrame:
-    """The other families in the native style, none seen in pretraining (fixed across seeds: every
-    replicate is scored on the same set)."""
-    o = p["ood"]
-    return pd.DataFrame([t.to_dict() for fam in p["ood_families"]
-                         for t in _distinct(_tasks(fam, o["n_per_family"], o["steps_range"], p["seeds"][0], "ood",
-                                                   fam), pretrain_prompts)])
+    """Per seed (redrawn, like the target split): the other families in the native style, none seen in
+    pretraining. A yes/no family (``dyck``) is drawn balanced, half of each answer, since a set that is
+    mostly "no" is passed by always answering "no"; the answer shares are measured in evaluation
+    (``answer_shares``)."""
+    o, rows = p["ood"], []
+    for seed in p["seeds"]:
+        for fam in p["ood_families"]:
+            pool = _distinct(_tasks(fam, 20 * o["n_per_family"], o["steps_range"], seed, "ood", fam), pretrain_prompts)
+            if fam == "dyck":
+                half = o["n_per_family"] // 2
+                yes, no = [t for t in pool if t.answer == "yes"], [t for t in pool if t.answer == "no"]
+                if min(len(yes), len(no)) < half:
+                    raise ValueError("too few distinct dyck strings of one answer; widen ood.steps_range")
+                picked = yes[:half] + no[: o["n_per_family"] - half]
+            else:
+                if len(pool) < o["n_per_family"]:
+                    raise ValueError(f"too few distinct {fam} problems; widen ood.steps_range")
+                picked = pool[: o["n_per_family"]]
+            rows += [{"seed": seed, **t.to_dict()} for t in picked]
+    return pd.DataFrame(rows)
+
+
+def answer_shares(table: pd.DataFrame) -> dict[str, float]:
+    """Per family, the share of its most common answer: the accuracy of always giving that answer."""
+    return {fam: float(g["answer"].value_counts(normalize=True).iloc[0]) for fam, g in table.groupby("family")}
 
 
 def run(job) -> None:

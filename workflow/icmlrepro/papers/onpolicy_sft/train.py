@@ -30,6 +30,19 @@ def score(model, tokenizer, tasks: list[Task], s: dict) -> pd.DataFrame:
     return df[["family", "difficulty", "correct"]]
 
 
+def arm_grid(ft: dict, arm: str) -> list[float]:
+    """An arm's learning rates: its default rate times the shared factors (every arm tries as many rates)."""
+    return [float(ft["default_lr"][arm]) * float(f) for f in ft["lr_factors"]]
+
+
+def pick(scored: list[tuple], default_lr: float) -> tuple:
+    """The (val accuracy, lr, ...) entry with the best validation accuracy; a tie goes to the rate nearest
+    the default (in log scale), then to the smaller rate."""
+    top = max(s[0] for s in scored)
+    tied = [s for s in scored if s[0] == top]
+    return min(tied, key=lambda s: (abs(np.log(s[1]) - np.log(default_lr)), s[1]))
+
+
 def _split(target: pd.DataFrame, seed: int, split: str) -> list[Task]:
     return tasks_from_table(target[(target["seed"] == seed) & (target["split"] == split)])
 
@@ -45,7 +58,8 @@ def run(job) -> None:
     seed = int(job.wildcards.seed)
     seed_everything(derive_seed(seed, "onpolicy_sft", "train"))
     base, tok = load(job.input.model, torch_device())
-    target, ood = read_parquet(job.input.target), tasks_from_table(read_parquet(job.input.ood))
+    target, ood_df = read_parquet(job.input.target), read_parquet(job.input.ood)
+    ood = tasks_from_table(ood_df[ood_df["seed"] == seed])
     val, test = _split(target, seed, "val"), _split(target, seed, "test")
     train_df = target[(target["seed"] == seed) & (target["split"] == "train")]
     tasks = tasks_from_table(train_df)
@@ -63,21 +77,27 @@ def run(job) -> None:
 
     record("base", float("nan"), base)
     for arm in p["arms"]:
+        default_lr = p["finetune"]["default_lr"][arm]
         source = ARMS[arm][0]
         n = len(pairs) if source == "pairs" else int((corpus["corpus"] == source).sum())
-        best = None
-        for lr in p["finetune"]["lr_grid"]:
+        scored = []
+        for lr in arm_grid(p["finetune"], arm):
             if n == 0:  # e.g. no correct sample at all: the arm has no data, its scores are NaN
-                grid.append({"arm": arm, "lr": lr, "val_acc": float("nan"), "seconds": float("nan"), "n": 0})
+                grid.append({"arm": arm, "lr": lr, "val_acc": float("nan"), "seconds": float("nan"), "n": 0,
+                             "final_loss": float("nan"), "val_hits": [], "chosen": False})
                 continue
             model, curve, secs = finetune(base, tok, arm, corpus, pairs, lr, derive_seed(seed, "ft", arm), p)
-            acc = float(score(model, tok, val, p)["correct"].mean())
+            hits = score(model, tok, val, p)["correct"].astype(int).tolist()
+            acc = float(np.mean(hits))
             grid.append({"arm": arm, "lr": lr, "val_acc": acc, "seconds": secs, "n": n,
-                         "final_loss": float(np.mean(curve[-10:]))})
+                         "final_loss": float(np.mean(curve[-10:])), "val_hits": hits, "chosen": False})
             log.info("seed %d %s lr %g: val acc %.3f, %.1fs, %d examples", seed, arm, lr, acc, secs, n)
-            if best is None or acc > best[0]:
-                best = (acc, lr, model)
-        if best is not None:
+            scored.append((acc, lr, model))
+        if scored:
+            best = pick(scored, default_lr)
+            for row in grid:
+                if row["arm"] == arm and row["lr"] == best[1]:
+                    row["chosen"] = True
             record(arm, best[1], best[2])
     write_parquet(job.output.predictions, pd.concat(preds, ignore_index=True).assign(seed=seed))
     write_parquet(job.output.grid, pd.DataFrame(grid).assign(seed=seed))
