@@ -54,17 +54,22 @@ def accuracy_table(ranks: pd.DataFrame) -> pd.DataFrame:
 
 def task_table(ranks: pd.DataFrame, nodes: pd.DataFrame) -> pd.DataFrame:
     """Per seed and task set: leak rate of the prefixed and of the main queries, copied-word overlap,
-    and the chance Acc@5 (5 / candidates of the task's repository, at function and file level)."""
+    and the chance Acc@5 (5 / candidates of the task's component, at function and file level; the
+    repository's when ``ranks`` has no candidate counts)."""
     units = nodes[nodes.kind.isin(["function", "method"])]
     n_units, n_files = units.groupby("repo").size(), units.groupby("repo")["path"].nunique()
+    if "candidates" not in ranks:
+        ranks = ranks.assign(candidates=n_units.reindex(ranks.repo).to_numpy(),
+                             candidate_files=n_files.reindex(ranks.repo).to_numpy())
     rows = []
     one = ranks[(ranks.method == ranks.method.iloc[0]) & (ranks.variant == "main")] if len(ranks) else ranks
     for (seed, taskset), g in one.groupby(["seed", "taskset"], sort=True):
         rows.append({"seed": seed, "taskset": TASKSETS[taskset],
                      "leak_prefixed": _weighted(g, g.location_leak), "leak_main": _weighted(g, g.location_leak_main),
                      "overlap_indexed": _weighted(g, g.overlap_indexed), "overlap_after": _weighted(g, g.overlap_after),
-                     "chance_function": _weighted(g, np.minimum(1, 5 / n_units.loc[g.repo].to_numpy())),
-                     "chance_file": _weighted(g, np.minimum(1, 5 / n_files.loc[g.repo].to_numpy()))})
+                     "chance_function": _weighted(g, np.minimum(1, 5 / g.candidates.to_numpy(dtype=float))),
+                     "chance_file": _weighted(g, np.minimum(1, 5 / g.candidate_files.to_numpy(dtype=float))),
+                     "candidates": _weighted(g, g.candidates.to_numpy(dtype=float))})
     return pd.DataFrame(rows)
 
 
@@ -126,6 +131,9 @@ def build_metrics(p, acc: pd.DataFrame, tasks: pd.DataFrame, cov: pd.DataFrame, 
         mf.add(f"location_leak_rate.{taskset}", t["leak_prefixed"].to_numpy(), unit="fraction", direction="lower",
                description=f"share of the {taskset} queries as first written (prefix kept) that contain the gold "
                            f"file's stem or class as word tokens")
+        mf.add(f"component_units.{taskset}", t["candidates"].to_numpy(), unit="units", direction="none",
+               description=f"mean number of functions/methods a {taskset} task is ranked among (the units of its "
+                           f"component; chance Acc@5 is 5 over it)")
         mf.add(f"location_leak_rate.{taskset}.main", t["leak_main"].to_numpy(), unit="fraction", direction="lower",
                description=f"the same share for the main (location-masked) {taskset} queries")
         mf.add(f"copied_overlap.{taskset}", t["overlap_indexed"].to_numpy(), unit="fraction", direction="lower",

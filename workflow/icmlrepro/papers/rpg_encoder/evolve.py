@@ -54,7 +54,8 @@ def retrieval_after_update(kept: E.RPG, full: E.RPG, package: str, p, seed: int,
                             t["max_words"], t["min_words"], t["mention"], t["copied_kept"], rng)
     out = {"seed": seed, "package": package, "tasks": len(tasks)}
     for name, (n, e) in graphs.items():
-        r = localize({package: RepoIndex.build(package, n, e)}, tasks, "rpg", params, p["fixed"])
+        index = RepoIndex.build(package, n, e, p["fixed"].get("component_files"))
+        r = localize({package: index}, tasks, "rpg", params, p["fixed"])
         out[f"acc5_{name}"], out[f"acc1_{name}"] = accuracy(r, 5), accuracy(r, 1)
     return out
 

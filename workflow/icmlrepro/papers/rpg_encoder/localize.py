@@ -27,7 +27,7 @@ def run(job) -> None:
     nodes, edges = read_parquet(job.input.nodes), read_parquet(job.input.edges)
     synthetic, changelog = read_parquet(job.input.synthetic), read_parquet(job.input.changelog)
     repos = sorted(set(p["repos"]))
-    indexes = {r: RepoIndex.build(r, nodes, edges) for r in repos}
+    indexes = {r: RepoIndex.build(r, nodes, edges, p["fixed"].get("component_files")) for r in repos}
     ranks, tables, seconds = [], [], []
     for seed in p["seeds"]:
         seed = int(seed)

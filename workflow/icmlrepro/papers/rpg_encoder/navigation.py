@@ -9,15 +9,23 @@ tokenizer, the BM25 implementation and the file ranking (a file scores as its be
   graph (invokes edges in both directions, a constructor call reaching ``__init__``): a unit
   gains ``expand_weight`` times the best score among its neighbours up to ``hops`` steps away
   (halved per extra step). Anchoring is the graph's search by metadata: a dotted name in the
-  issue that is a module or a ``module.Class`` of the repository adds ``anchor_weight`` to the
-  units that node contains. This is the LocAgent-style code graph without semantics; tuned
-  over (expand_weight, hops, anchor_weight).
+  issue that is a package, a module or a ``module.Class`` of the repository adds ``anchor_weight``
+  to the units that node contains (a package: the units of every module under it). This is the
+  LocAgent-style code graph without semantics; tuned over (expand_weight, hops, anchor_weight).
 * ``rpg``: the RPG's search by features fused with code search, then the same anchoring and
   expansion. A unit's feature document is its lifted feature plus its path in the functional
   hierarchy (class feature, file summary, sub-area and area labels), which is what navigating
   the RPG top-down sees; tuned over (feature_weight, expand_weight, anchor_weight).
 
 Each method gets a grid of the same size (the same tuning budget), picked on the dev tasks.
+
+*Components.* An issue is filed against a component of the repository, as bug trackers ask: the
+repository's files (those with functions or methods) in path order, cut into consecutive runs of
+``component_files`` files (None: one component). Every method ranks only the units and files of the
+gold's component; its index (BM25 statistics, dependency graph, hierarchy) stays that of the whole
+repository. The component is the repository-size knob of the miniature: the chance level of a task
+is 5 / the units of its component. A component narrows the search to about ``component_files`` files
+without saying which of them holds the gold.
 """
 
 from __future__ import annotations
@@ -75,10 +83,12 @@ class RepoIndex:
     own_feature_docs: list[list[str]]  # the unit's own feature phrase
     context_docs: list[list[str]]  # what navigating the hierarchy adds: class, file, sub-area, area text
     adj: sparse.csr_matrix
-    anchors: dict[str, np.ndarray]  # module or module.Class -> candidate positions it contains
+    anchors: dict[str, np.ndarray]  # package, module or module.Class -> candidate positions it contains
+    component_files: int | None = None  # files per component (None: the whole repository is one)
 
     @classmethod
-    def build(cls, repo: str, nodes: pd.DataFrame, edges: pd.DataFrame) -> "RepoIndex":
+    def build(cls, repo: str, nodes: pd.DataFrame, edges: pd.DataFrame,
+              component_files: int | None = None) -> "RepoIndex":
         nodes = nodes[nodes.repo == repo]
         edges = edges[edges.repo == repo]
         text = dict(zip(nodes.id, nodes.text))
@@ -110,10 +120,14 @@ class RepoIndex:
         for i, (p, parent) in enumerate(zip(cand.path, cand.parent)):
             module = p[:-3].replace("/__init__", "").replace("/", ".")
             groups.setdefault(module, []).append(i)
+            parts = module.split(".")
+            for k in range(1, len(parts)):  # the packages above the module contain its units too
+                groups.setdefault(".".join(parts[:k]), []).append(i)
             if parent:
                 groups.setdefault(f"{module}.{parent}", []).append(i)
-        anchors = {k: np.asarray(v) for k, v in groups.items()}
-        return cls(repo, ids, cand.path.to_numpy(), code_docs, own_docs, context_docs, adj, anchors)
+        anchors = {k: np.unique(v) for k, v in groups.items()}
+        return cls(repo, ids, cand.path.to_numpy(), code_docs, own_docs, context_docs, adj, anchors,
+                   component_files)
 
     def anchor(self, query: str) -> np.ndarray:
         """1 for units inside the most specific module/class each dotted name of the issue names."""
@@ -131,6 +145,9 @@ class RepoIndex:
         self._cache: dict = {}
         self.file_names, self.file_codes = np.unique(self.files, return_inverse=True)
         self.position = {u: i for i, u in enumerate(self.ids)}
+        per = self.component_files or max(len(self.file_names), 1)
+        self.file_component = np.arange(len(self.file_names)) // int(per)  # files in path order, runs of `per`
+        self.component = self.file_component[self.file_codes]
 
     def _doc(self, which: str, i: int, drop: frozenset = frozenset()) -> list[str]:
         if which == "code":
@@ -170,14 +187,25 @@ class RepoIndex:
             return expand(seed, self.adj, params["expand_weight"], fixed["hops"], fixed["decay"])
         raise ValueError(f"unknown method {method!r} (known: {', '.join(METHODS)})")
 
+    def candidates(self, gold_file: str) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of the units and of the files in the component of ``gold_file`` (every unit and
+        file of the repository when the file is not one of its candidates' files)."""
+        f = np.searchsorted(self.file_names, gold_file)
+        if f >= len(self.file_names) or self.file_names[f] != gold_file:
+            return np.arange(len(self.ids)), np.arange(len(self.file_names))
+        comp = self.file_component[f]
+        return np.flatnonzero(self.component == comp), np.flatnonzero(self.file_component == comp)
+
     def ranks(self, scores: np.ndarray, gold: str, gold_file: str) -> tuple[int, int]:
-        """0-based rank of the gold unit and of its file; ties go by id / path order (deterministic)."""
-        order = np.argsort(-scores, kind="stable")
+        """0-based rank of the gold unit and of its file among the candidates of the gold's component;
+        ties go by id / path order (deterministic)."""
+        units, files = self.candidates(gold_file)
+        order = units[np.argsort(-scores[units], kind="stable")]
         where = np.flatnonzero(self.ids[order] == gold)
-        unit_rank = int(where[0]) if where.size else len(self.ids)
+        unit_rank = int(where[0]) if where.size else len(units)
         best = np.full(len(self.file_names), -np.inf)
         np.maximum.at(best, self.file_codes, scores)
-        file_order = self.file_names[np.argsort(-best, kind="stable")]
+        file_order = self.file_names[files[np.argsort(-best[files], kind="stable")]]
         where = np.flatnonzero(file_order == gold_file)
         return unit_rank, int(where[0]) if where.size else len(file_order)
 
@@ -212,8 +240,10 @@ def localize(indexes: dict[str, RepoIndex], tasks: pd.DataFrame, method: str, pa
         drop = (t.gold, tuple(t.removed)) if remove and len(t.removed) else None
         s = idx.scores(method, params, fixed, getattr(t, column), drop)
         unit_rank, file_rank = idx.ranks(s, t.gold, t.gold_file)
-        rows.append({"task": t.task, "unit_rank": unit_rank, "file_rank": file_rank})
-    return pd.DataFrame(rows, columns=["task", "unit_rank", "file_rank"])
+        units, files = idx.candidates(t.gold_file)
+        rows.append({"task": t.task, "unit_rank": unit_rank, "file_rank": file_rank, "candidates": len(units),
+                     "candidate_files": len(files)})
+    return pd.DataFrame(rows, columns=["task", "unit_rank", "file_rank", "candidates", "candidate_files"])
 
 
 def accuracy(ranks: pd.DataFrame, k: int, level: str = "unit") -> float:
