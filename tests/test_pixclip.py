@@ -1,7 +1,7 @@
 """PixCLIP: the three branch losses on hand-computed cases, the zero-initialised alpha embedding (exactly the RGB
 model at start, mask-sensitive once trained), CLIP truncation keeping [EOS], the annotation pipeline's split (no
 held-out colour x texture pair and no test crop in training, a planted leak caught), the metrics on hand cases,
-and the wrong-region control. That a control's values in its metric's place do not reproduce a claim is checked
+the prompt-removed control (it can win on a planted case), data redrawn per seed and the learning-rate pick. That a control's values in its metric's place do not reproduce a claim is checked
 for every paper in tests/test_claims_registry.py."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import torch
 
 from icmlrepro.papers.pixclip import data, evaluate, losses, model, train
 
-TINY = {"image_size": 48, "patch_size": 8, "max_objects": 4, "heldout_fraction": 0.15, "n_train": 40, "n_test": 16,
-        "short_context": 20, "long_context": 48, "width": 16, "vision_layers": 1, "text_layers": 1, "heads": 2,
-        "embed_dim": 8, "steps": 2, "batch": 4, "lr": 0.002, "weight_decay": 0.05, "seeds": [0]}
+TINY = {"image_size": 48, "grid": 2, "patch_size": 8, "max_objects": 4, "heldout_fraction": 0.15, "n_train": 40,
+        "n_val": 12, "n_test": 16, "short_context": 20, "long_context": 48, "width": 16, "vision_layers": 1,
+        "text_layers": 1, "heads": 2, "embed_dim": 8, "steps": 2, "batch": 4, "lr": 0.002, "weight_decay": 0.05,
+        "seeds": [0]}
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +125,7 @@ def test_metrics_on_hand_cases():
     assert evaluate.topk_hits(sim, np.array([2, 0]), 1).tolist() == [True, False]
     # mean per class: class 0 1/2, class 1 1/1 -> 0.75 (plain accuracy would be 2/3)
     assert evaluate.mean_per_class(np.array([1, 0, 1]), np.array([0, 0, 1])) == pytest.approx(0.75)
-    assert evaluate.metric_name("region_text_r1.irregular@wrong_region", "pixclip") == "region_text_r1.pixclip.irregular@wrong_region"
+    assert evaluate.metric_name("region_text_r1.irregular@no_prompt", "pixclip") == "region_text_r1.pixclip.irregular@no_prompt"
     assert evaluate.metric_name("pixel_acc", "clip") == "pixel_acc.clip"
 
 
@@ -153,6 +154,48 @@ def test_one_training_step_and_scoring_run_end_to_end(generated):
     clip, _ = train.train("clip", tr, tok, TINY, 0)
     out_c, _ = evaluate.score(clip, te, tok, TINY)
     assert out_c["long_text_r1"] == out_c["long_text_r1@truncated"]
+
+
+def test_no_prompt_control_is_a_credible_competitor(generated):
+    arrays, scenes, regions = generated
+    te = train.load_split(arrays, scenes, regions, "test", TINY["max_objects"])
+    assert evaluate.no_prompt_masks(te).all()  # the prompt removed: alpha all ones (the whole image)
+    tok = data.build_tokenizer()
+    m = train.new_model("pixclip", TINY, tok.get_vocab_size(), 0).eval()
+    names = [data.phrase(c, t) for c in data.COLORS for t in data.TEXTURES]
+    phrases = evaluate.embed_texts(m, tok, names, m.context)
+    # without the cause (an alpha embedding that reads nothing, as at initialisation) the control ties exactly
+    right = evaluate.embed_regions(m, te, evaluate.region_masks(te, False))
+    bare = evaluate.embed_regions(m, te, evaluate.no_prompt_masks(te))
+    assert torch.allclose(right, bare, atol=1e-6)
+    # planted: whole-image embeddings that name each region's phrase beat prompted embeddings that do not
+    target = te["regions"]["phrase"].map({p: i for i, p in enumerate(names)}).to_numpy()
+    planted = phrases[torch.as_tensor(target)]
+    noise = torch.nn.functional.normalize(torch.randn_like(planted), dim=-1)
+    won, _ = evaluate.region_scores(planted, phrases, te)
+    lost, _ = evaluate.region_scores(noise, phrases, te)
+    assert won["region_text_r1"] == 1.0 and lost["region_text_r1"] < 0.5
+
+
+def test_data_is_redrawn_per_seed_with_a_validation_split():
+    arrays, scenes, regions = data.generate(TINY | {"seeds": [0, 1]})
+    assert (scenes.groupby(["seed", "split"]).size().unstack().loc[:, ["train", "val", "test"]].to_numpy()
+            == [[40, 12, 16]] * 2).all()
+    a = train.load_split(arrays, scenes, regions, "train", 4, seed=0)
+    b = train.load_split(arrays, scenes, regions, "train", 4, seed=1)
+    assert not torch.equal(a["images"], b["images"]) and a["captions"] != b["captions"]
+    # seed 0's scenes are the same whichever other seeds are drawn beside it
+    alone, sc0, _ = data.generate(TINY)
+    assert np.array_equal(alone["images"][sc0["split"] == "train"], a["images"].permute(0, 2, 3, 1).mul(255).round().byte().numpy())
+    val = regions[regions["split"] == "val"]
+    assert evaluate.heldout_leaks(val, TINY["heldout_fraction"]) == 0  # validation is drawn like training
+
+
+def test_learning_rate_pick_breaks_ties_to_the_default():
+    assert train.pick_lr({0.001: 0.2, 0.002: 0.3, 0.004: 0.1}, 0.002) == 0.002
+    assert train.pick_lr({0.001: 0.4, 0.002: 0.3, 0.004: 0.4}, 0.002) == 0.001
+    assert train.pick_lr({0.001: 0.4, 0.002: 0.4, 0.004: 0.4}, 0.002) == 0.002
+    assert train.pick_lr({0.001: 0.1, 0.002: 0.3, 0.004: 0.5}, 0.002) == 0.004
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------

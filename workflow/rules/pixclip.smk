@@ -13,8 +13,8 @@ rule pixclip_data:
     params:
         stage="pixclip.data",
         spec=paths_spec,
-        settings=settings_of("pixclip", "image_size", "max_objects", "heldout_fraction", "n_train", "n_test",
-                             "short_context"),
+        settings=settings_of("pixclip", "seeds", "image_size", "grid", "max_objects", "heldout_fraction", "n_train",
+                             "n_val", "n_test", "short_context"),
     log:
         "results/{scale}/pixclip/logs/pixclip_data.log",
     benchmark:
@@ -42,7 +42,7 @@ rule pixclip_train:
         spec=paths_spec,
         settings=settings_of("pixclip", "seeds", "image_size", "patch_size", "max_objects", "short_context",
                              "long_context", "width", "vision_layers", "text_layers", "heads", "embed_dim", "steps",
-                             "batch", "lr", "weight_decay"),
+                             "batch", "lr", "lr_grid", "weight_decay"),
     log:
         "results/{scale}/pixclip/logs/pixclip_train/{arm}.log",
     benchmark:

@@ -4,5 +4,5 @@ Stages (one per Snakemake rule): ``data`` (the automated annotation pipeline ana
 textured with crops of real photographs, arbitrary-shape masks, region phrases and long captions, held-out
 colour x texture combinations), ``train`` (one arm, every seed), ``evaluate`` (region classification,
 region-text retrieval, referring expressions, pixel grounding, long and short global retrieval, with the
-wrong-region and truncated-text controls and the untrained model as floor), ``figures``.
+prompt-removed and truncated-text controls and the untrained model as floor), ``figures``.
 """

@@ -3,7 +3,7 @@
 Why synthetic scenes over real textures: no region-annotated photo set ships offline (DATA.md), but real
 photographs do (scikit-image, scikit-learn). Each object is a crop of one photograph (its *texture*, the
 object's category: brick, grass, fur, ...) tinted with a *colour* (its attribute) and cut out by a mask of a
-*shape family* (box, blob, polygon, ring) inside one cell of a 3x3 layout. Because the pipeline drew every
+*shape family* (box, blob, polygon, ring) inside one cell of a g x g layout (``grid``: 2 or 3). Because the pipeline drew every
 mask, the pixel-level localisation of every phrase is exact.
 
 Per scene it writes: the image, a label map (0 background, r+1 for region r), one phrase per region
@@ -31,6 +31,7 @@ COLORS = {"red": (1.0, 0.15, 0.15), "green": (0.15, 1.0, 0.15), "blue": (0.2, 0.
 BACKGROUNDS = {"dark": (0.08, "camera"), "gray": (0.3, "astronaut"), "light": (0.55, "coffee")}
 SHAPES = ("box", "blob", "polygon", "ring")
 POSITIONS = ("top left", "top", "top right", "left", "center", "right", "bottom left", "bottom", "bottom right")
+POSITIONS_2X2 = ("top left", "top right", "bottom left", "bottom right")
 COUNTS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 SPECIAL = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 PAD, EOS = 0, 3
@@ -118,13 +119,15 @@ def phrase(color: str, texture: str) -> str:
 
 def render_scene(s: dict, split: str, photos: dict, held: set, rng: np.random.Generator):
     """(image HxWx3 uint8, label map HxW uint8, background, objects) for one scene."""
-    S, c = s["image_size"], s["image_size"] // 3
+    g = s.get("grid", 3)  # g x g layout of cells, one object per used cell
+    S, c = s["image_size"], s["image_size"] // g
+    names = POSITIONS if g == 3 else POSITIONS_2X2
     bg = str(rng.choice(list(BACKGROUNDS)))
     level, bg_photo = BACKGROUNDS[bg]
     img = np.repeat((level + 0.15 * (crop(photos[bg_photo], S, split, rng) - 0.5))[..., None], 3, axis=2)
     labels = np.zeros((S, S), np.uint8)
     n = int(rng.integers(1, s["max_objects"] + 1))
-    cells = np.sort(rng.choice(9, size=n, replace=False))
+    cells = np.sort(rng.choice(g * g, size=n, replace=False))
     combos = [(col, tex) for col in COLORS for tex in TEXTURES if split != "train" or (col, tex) not in held]
     picks = rng.choice(len(combos), size=n, replace=False)
     objects = []
@@ -132,13 +135,13 @@ def render_scene(s: dict, split: str, photos: dict, held: set, rng: np.random.Ge
         col, tex = combos[p]
         shape = str(rng.choice(SHAPES))
         m = shape_mask(shape, c, rng)
-        y0, x0 = (cell // 3) * c + (S - 3 * c) // 2, (cell % 3) * c + (S - 3 * c) // 2
+        y0, x0 = (cell // g) * c + (S - g * c) // 2, (cell % g) * c + (S - g * c) // 2
         t = crop(photos[TEXTURES[tex]], c, split, rng)
         rgb = (0.25 + 0.75 * t)[..., None] * np.asarray(COLORS[col])
         view = img[y0:y0 + c, x0:x0 + c]
         view[m] = rgb[m]
         labels[y0:y0 + c, x0:x0 + c][m] = r + 1
-        objects.append({"color": col, "texture": tex, "shape": shape, "position": POSITIONS[cell],
+        objects.append({"color": col, "texture": tex, "shape": shape, "position": names[cell],
                         "area": int(m.sum()), "heldout_combo": (col, tex) in held})
     return (np.clip(img, 0, 1) * 255).round().astype(np.uint8), labels, bg, objects
 
@@ -160,21 +163,24 @@ def build_tokenizer():
 
 
 def generate(s: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-    """(arrays, scenes, regions) for the train and test splits (different crops, streams and combos)."""
+    """(arrays, scenes, regions) for the train, validation and test splits of every seed (data redrawn per seed:
+    each seed's scenes come from its own streams; validation scenes are drawn like training scenes, from the
+    training columns and combos, and serve only to pick each arm's learning rate). ``scene`` indexes ``arrays``."""
     photos = {p: photo(p) for p in {*TEXTURES.values(), *(b for _, b in BACKGROUNDS.values())}}
     held = heldout_combos(s["heldout_fraction"])
     images, labels, scenes, regions = [], [], [], []
-    for split, n in (("train", s["n_train"]), ("test", s["n_test"])):
-        rng = np.random.default_rng(derive_seed(0, "pixclip", "scenes", split))
-        for _ in range(n):
-            img, lab, bg, objs = render_scene(s, split, photos, held, rng)
-            sid = len(scenes)
-            images.append(img)
-            labels.append(lab)
-            scenes.append({"scene": sid, "split": split, "background": bg, "n_objects": len(objs),
-                           "caption": caption(bg, objs)})
-            regions += [o | {"scene": sid, "slot": r, "split": split, "phrase": phrase(o["color"], o["texture"])}
-                        for r, o in enumerate(objs)]
+    for seed in s.get("seeds", [0]):
+        for split, n in (("train", s["n_train"]), ("val", s.get("n_val", 0)), ("test", s["n_test"])):
+            rng = np.random.default_rng(derive_seed(seed, "pixclip", "scenes", split))
+            for _ in range(n):
+                img, lab, bg, objs = render_scene(s, "train" if split == "val" else split, photos, held, rng)
+                sid = len(scenes)
+                images.append(img)
+                labels.append(lab)
+                scenes.append({"scene": sid, "seed": seed, "split": split, "background": bg, "n_objects": len(objs),
+                               "caption": caption(bg, objs)})
+                regions += [o | {"scene": sid, "seed": seed, "slot": r, "split": split,
+                                 "phrase": phrase(o["color"], o["texture"])} for r, o in enumerate(objs)]
     scenes, regions = pd.DataFrame(scenes), pd.DataFrame(regions)
     tok = build_tokenizer()
     scenes["n_tokens"] = [len(e.ids) + 1 for e in tok.encode_batch(list(scenes["caption"]))]  # + [EOS]
@@ -191,6 +197,7 @@ def run(job) -> None:
     write_tokenizer(job.output.tokenizer, build_tokenizer())
     tr, te = regions[regions["split"] == "train"], regions[regions["split"] == "test"]
     write_json(job.output.summary, {
+        "seeds": [int(x) for x in s.get("seeds", [0])],
         "scenes": scenes["split"].value_counts().to_dict(), "regions": regions["split"].value_counts().to_dict(),
         "heldout_combos": sorted(f"{c} {t}" for c, t in heldout_combos(s["heldout_fraction"])),
         "heldout_combo_regions_in_train": int(tr["heldout_combo"].sum()),

@@ -1,7 +1,8 @@
 """Every arm and seed on the test scenes (crops from unseen photo columns, held-out colour x texture pairs),
 plus the untrained PixCLIP model of each seed as floor, and two controls on the same weights:
-``@wrong_region`` (each region's score computed with another region's mask of the same scene, or the
-complement of the region when it is alone) and ``@truncated`` (captions cut at the short context).
+``@no_prompt`` (the region prompt removed: alpha all ones, i.e. the whole image; the CLIP-style arm sees the
+unmasked image) and ``@truncated`` (captions cut at the short context). Each seed is scored on its own test
+scenes (data redrawn per seed).
 
 Tasks (PixCLIP's evaluation suite in miniature):
 - masked-region classification: the region's texture (object category) among all textures, class text =
@@ -52,7 +53,8 @@ def mean_per_class(hit: np.ndarray, cls: np.ndarray) -> float:
 
 
 def region_masks(te: dict, wrong: bool) -> torch.Tensor:
-    """(R, H, W) mask of each test region, or of the wrong region (next region of the scene, or complement)."""
+    """(R, H, W) mask of each test region, or of the wrong region (next region of the scene, or complement;
+    kept for the tests: a wrong prompt is not a credible control, it must lose)."""
     rg = te["regions"]
     pos = {s: i for i, s in enumerate(te["scenes"]["scene"])}
     rows = np.array(rg["scene"].map(pos))
@@ -157,17 +159,23 @@ def pixel_accuracy(dense: torch.Tensor, slot_emb: torch.Tensor, te: dict, patch:
     return float((sim.argmax(-1) == lab)[keep].float().mean())
 
 
+def no_prompt_masks(te: dict) -> torch.Tensor:
+    """(R, H, W) all-ones masks: the region prompt removed (the whole image, Alpha-CLIP's default alpha)."""
+    return torch.ones(len(te["regions"]), *te["labels"].shape[1:], dtype=torch.bool)
+
+
 def score(model, te: dict, tok, s: dict) -> tuple[dict, dict]:
-    """Every metric of one model, with the ``@wrong_region`` and ``@truncated`` controls; its predictions."""
+    """Every metric of one model, with the ``@no_prompt`` and ``@truncated`` controls; its predictions."""
     names = [phrase(c, t) for c in COLORS for t in TEXTURES]
     phrases = embed_texts(model, tok, names, model.context)
     reg = embed_regions(model, te, region_masks(te, wrong=False))
-    wrong = embed_regions(model, te, region_masks(te, wrong=True))
+    bare = embed_regions(model, te, no_prompt_masks(te))
     img, dense = embed_images(model, te)
     out, pred = region_scores(reg, phrases, te)
     out["referring_acc"] = referring(reg, phrases, te)
     out["pixel_acc"] = pixel_accuracy(dense, embed_texts(model, tok, slot_texts(), model.context), te, s["patch_size"])
-    out |= {f"{k}@wrong_region": v for k, v in region_scores(wrong, phrases, te)[0].items()}
+    out |= {f"{k}@no_prompt": v for k, v in region_scores(bare, phrases, te)[0].items()}
+    out["referring_acc@no_prompt"] = referring(bare, phrases, te)
     beyond = te["scenes"]["beyond_short"].to_numpy()
     groups = {"": np.ones(len(beyond), bool), ".beyond_short": beyond, ".within_short": ~beyond}
     for suffix, ctx in (("", model.context), ("@truncated", s["short_context"])):
@@ -178,7 +186,7 @@ def score(model, te: dict, tok, s: dict) -> tuple[dict, dict]:
 
 
 def metric_name(key: str, arm: str) -> str:
-    """``region_text_r1.irregular@wrong_region`` of arm ``pixclip`` -> ``region_text_r1.pixclip.irregular@wrong_region``."""
+    """``region_text_r1.irregular@no_prompt`` of arm ``pixclip`` -> ``region_text_r1.pixclip.irregular@no_prompt``."""
     cut = min((i for i in (key.find("."), key.find("@")) if i >= 0), default=len(key))
     return f"{key[:cut]}.{arm}{key[cut:]}"
 
@@ -197,20 +205,14 @@ def chance_levels(te: dict, s: dict) -> dict[str, float]:
             "pixel_acc": float(per_patch.mean()), "long_text_r1": 1 / len(te["captions"])}
 
 
-def load_models(path: str, arm: str, s: dict, vocab: int):
-    ck = read_torch(path)
-    for seed in s["seeds"]:
-        model = new_model(arm, s, vocab, seed)
-        model.load_state_dict(ck["seeds"][seed]["state"])
-        yield seed, model.eval(), ck["seeds"][seed]["train_seconds"]
-
-
-def score_all(job, s: dict, tok, te: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Long tables: (arm, seed, metric, value) and each region's retrieved phrase per arm and seed."""
-    rows, preds = [], []
+def score_all(job, s: dict, tok, arrays, scenes, regions) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Long tables: (arm, seed, metric, value) and each region's retrieved phrase per arm and seed; and the chance
+    levels of each seed's test scenes."""
+    rows, preds, chance = [], [], {}
     vocab = tok.get_vocab_size()
+    ckpt = {arm: read_torch(job.input[f"models_{arm}"]) for arm in s["arms"]}
 
-    def add(arm, seed, model, seconds):
+    def add(arm, seed, model, seconds, te):
         out, pred = score(model, te, tok, s)
         rows.extend({"arm": arm, "seed": seed, "metric": k, "value": v} for k, v in out.items())
         rows.append({"arm": arm, "seed": seed, "metric": "train_seconds", "value": seconds})
@@ -218,14 +220,27 @@ def score_all(job, s: dict, tok, te: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
                                    "slot": te["regions"]["slot"], "retrieved": pred["retrieved"]}))
 
     for seed in s["seeds"]:
-        add(RANDOM, seed, new_model("pixclip", s, vocab, seed).eval(), 0.0)
+        te = load_split(arrays, scenes, regions, "test", s["max_objects"], seed)
+        chance[seed] = chance_levels(te, s)
+        add(RANDOM, seed, new_model("pixclip", s, vocab, seed).eval(), 0.0, te)
+        for arm in s["arms"]:
+            model = new_model(arm, s, vocab, seed)
+            model.load_state_dict(ckpt[arm]["seeds"][seed]["state"])
+            add(arm, seed, model.eval(), ckpt[arm]["seeds"][seed]["train_seconds"], te)
     for arm in s["arms"]:
-        for seed, model, seconds in load_models(job.input[f"models_{arm}"], arm, s, vocab):
-            add(arm, seed, model, seconds)
-    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True)
+        tun = ckpt[arm].get("tuning", {"grid": [s["lr"]], "scores": [float("nan")], "lr": s["lr"], "tied": []})
+        grid = list(tun["grid"])
+        info = {"tuned_lr": tun["lr"], "tuned_interior": float(0 < grid.index(tun["lr"]) < len(grid) - 1),
+                "tuning_ties": float(max(len(tun["tied"]) - 1, 0))}
+        info |= {f"val_score_lr{g:g}".replace(".", "p"): v for g, v in zip(grid, tun["scores"])}
+        rows.extend({"arm": arm, "seed": seed, "metric": k, "value": v} for seed in s["seeds"] for k, v in info.items())
+    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True), chance
 
 
-def build_metrics(table: pd.DataFrame, te: dict, train_regions: pd.DataFrame, s: dict) -> MetricsFile:
+TUNING_KEYS = ("tuned_lr", "tuned_interior", "tuning_ties")
+
+
+def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame, s: dict) -> MetricsFile:
     seeds = list(s["seeds"])
     mf = MetricsFile("pixclip", s["scale"], replicate="seed", replicates=seeds)
     t = table.set_index(["arm", "metric", "seed"])["value"].sort_index()
@@ -237,7 +252,7 @@ def build_metrics(table: pd.DataFrame, te: dict, train_regions: pd.DataFrame, s:
     for arm in arms:
         label = "untrained PixCLIP (floor)" if arm == RANDOM else f"arm {arm}"
         for key in sorted(table.loc[table["arm"] == arm, "metric"].unique()):
-            if key == "train_seconds":
+            if key == "train_seconds" or key in TUNING_KEYS or key.startswith("val_score_lr"):
                 continue
             unit = "accuracy" if ("acc" in key or "cls" in key) else "R@1"
             mf.add(metric_name(key, arm), vals(arm, key), unit=unit, direction="higher",
@@ -245,9 +260,18 @@ def build_metrics(table: pd.DataFrame, te: dict, train_regions: pd.DataFrame, s:
     for arm in s["arms"]:
         mf.add(f"train_seconds.{arm}", vals(arm, "train_seconds"), unit="s", direction="lower", timing=True,
                description=f"wall time of training arm {arm} for one seed (equal steps in every arm)")
-    for key, v in chance_levels(te, s).items():
-        mf.add(f"{key}.chance", [v] * len(seeds), unit="accuracy" if "acc" in key or "cls" in key else "R@1",
-               direction="higher", description=f"uniform random guess on {key} (trivial reference)")
+        mf.add(f"tuned_lr.{arm}", vals(arm, "tuned_lr"), unit="lr", direction="none",
+               description=f"arm {arm}: learning rate picked on the first seed's validation scenes from lr_grid")
+        mf.add(f"tuned_interior.{arm}", vals(arm, "tuned_interior"), unit="indicator", direction="higher",
+               description=f"arm {arm}: 1 if the picked learning rate is interior to lr_grid")
+        mf.add(f"tuning_ties.{arm}", vals(arm, "tuning_ties"), unit="grid points", direction="none",
+               description=f"arm {arm}: other grid points tied with the best validation score (ties go to lr)")
+        for key in sorted(k for k in table.loc[table["arm"] == arm, "metric"].unique() if k.startswith("val_score_lr")):
+            mf.add(f"{key}.{arm}", vals(arm, key), unit="score", direction="higher",
+                   description=f"arm {arm}: validation criterion (mean of its branches' tasks) at {key[9:]}")
+    for key in chance[seeds[0]]:
+        mf.add(f"{key}.chance", [chance[sd][key] for sd in seeds], unit="accuracy" if "acc" in key or "cls" in key
+               else "R@1", direction="higher", description=f"uniform random guess on {key} (trivial reference)")
     if {"pixclip", "clip", "alphaclip"} <= set(s["arms"]):
         for key in ("region_cls_top1", "region_text_r1"):
             best = np.maximum(vals("clip", key), vals("alphaclip", key))
@@ -275,8 +299,7 @@ def run(job) -> None:
     tok = read_tokenizer(job.input.tokenizer)
     arrays = read_npz(job.input.arrays)
     scenes, regions = read_parquet(job.input.scenes), read_parquet(job.input.regions)
-    te = load_split(arrays, scenes, regions, "test", s["max_objects"])
-    table, preds = score_all(job, s, tok, te)
+    table, preds, chance = score_all(job, s, tok, arrays, scenes, regions)
     write_parquet(job.output.scores, table)
     write_parquet(job.output.predictions, preds)
-    build_metrics(table, te, regions[regions["split"] == "train"], s).write(job.output.metrics)
+    build_metrics(table, chance, regions[regions["split"] == "train"], s).write(job.output.metrics)

@@ -49,11 +49,11 @@ def plot_splits(scores: pd.DataFrame, path) -> None:
     arms = _arms(scores)
     fig, (left, right) = new_figure(ncols=2, width=5.0)
     shape_keys = {f"region_text_r1.{f}": f for f in SHAPES}
-    wrong = scores[(scores["arm"] == "pixclip") & scores["metric"].str.endswith("@wrong_region")].copy()
-    wrong["arm"] = "pixclip@wrong_region"
-    wrong["metric"] = wrong["metric"].str.replace("@wrong_region", "", regex=False)
-    LABELS.setdefault("pixclip@wrong_region", "PixCLIP, wrong region's mask")
-    _bars(left, pd.concat([scores, wrong]), shape_keys, [a for a in arms if a != RANDOM] + ["pixclip@wrong_region"])
+    wrong = scores[(scores["arm"] == "pixclip") & scores["metric"].str.endswith("@no_prompt")].copy()
+    wrong["arm"] = "pixclip@no_prompt"
+    wrong["metric"] = wrong["metric"].str.replace("@no_prompt", "", regex=False)
+    LABELS.setdefault("pixclip@no_prompt", "PixCLIP, region prompt removed")
+    _bars(left, pd.concat([scores, wrong]), shape_keys, [a for a in arms if a != RANDOM] + ["pixclip@no_prompt"])
     left.set(ylabel="region->text R@1", title="per mask shape family")
     left.legend(fontsize=5)
     trunc = scores[(scores["arm"] == "pixclip") & scores["metric"].str.endswith("@truncated")].copy()
@@ -74,7 +74,8 @@ def plot_examples(arrays, scenes: pd.DataFrame, regions: pd.DataFrame, preds: pd
     from skimage.segmentation import find_boundaries
 
     seed = preds["seed"].min()
-    test = scenes[(scenes["split"] == "test") & (scenes["n_objects"] >= 3)].head(n)
+    test = scenes[(scenes["split"] == "test") & (scenes["n_objects"] >= 3)
+                  & (scenes["seed"] == seed if "seed" in scenes else True)].head(n)
     show = [a for a in ("clip", "alphaclip", "pixclip") if a in arms]
     fig, axes = new_grid(2, len(test), width=2.6, height=2.4)
     for j, sc in enumerate(test.itertuples(index=False)):

@@ -39,9 +39,13 @@ def slot_texts() -> list[str]:
     return [f"a {b} background" for b in BACKGROUNDS] + [phrase(c, t) for c in COLORS for t in TEXTURES]
 
 
-def load_split(arrays, scenes: pd.DataFrame, regions: pd.DataFrame, split: str, max_objects: int) -> dict:
-    """Tensors of one split: images (N, 3, H, W) in [0, 1], label maps, captions, and per scene the index of
-    its slot texts in ``slot_texts()`` (slot 0 background, 1..k regions, -1 absent)."""
+def load_split(arrays, scenes: pd.DataFrame, regions: pd.DataFrame, split: str, max_objects: int,
+               seed: int | None = None) -> dict:
+    """Tensors of one split (of one seed's data when ``seed`` is given): images (N, 3, H, W) in [0, 1], label
+    maps, captions, and per scene the index of its slot texts in ``slot_texts()`` (slot 0 background, 1..k
+    regions, -1 absent)."""
+    if seed is not None and "seed" in scenes:
+        scenes, regions = scenes[scenes["seed"] == seed], regions[regions["seed"] == seed]
     sc = scenes[scenes["split"] == split].reset_index(drop=True)
     rg = regions[regions["split"] == split]
     idx = sc["scene"].to_numpy()
@@ -97,21 +101,25 @@ def step_loss(model: DualEncoder, tr: dict, b: np.ndarray, branches, s: dict, ca
             tgt = patch_targets(labels, s["patch_size"], slots.shape[1] - 1)
             loss = loss + pixel_loss(patches, phr, valid, tgt, scale)
     if "region" in branches:
+        rows = np.arange(len(b))  # one region per scene, drawn at random
         k = np.array([rng.integers(n) for n in tr["n_objects"][b]])
-        alpha = (labels == torch.as_tensor(k + 1)[:, None, None]).float()
-        text = tr["slots"][b, k + 1]
-        pooled, _ = model.vision(images, alpha)
-        loss = loss + contrastive(pooled, model.text(trim(slot_ids[text])), scale, groups=text)
+        alpha = (labels[rows] == torch.as_tensor(k + 1)[:, None, None]).float()
+        text = tr["slots"][b][rows, k + 1]
+        pooled, _ = model.vision(images[rows], alpha)
+        uniq, inv = torch.unique(text, return_inverse=True)
+        loss = loss + contrastive(pooled, model.text(trim(slot_ids[uniq]))[inv], scale, groups=text)
     return loss
 
 
-def train(arm: str, tr: dict, tok, s: dict, seed: int) -> tuple[DualEncoder, list[float]]:
+def train(arm: str, tr: dict, tok, s: dict, seed: int, lr: float | None = None) -> tuple[DualEncoder, list[float]]:
+    """Train one arm on one seed's training scenes at learning rate ``lr`` (default ``s["lr"]``); the same stream
+    of batches for every learning rate of the grid."""
     rng = seed_everything(derive_seed(seed, "pixclip", "train", arm))
     model = new_model(arm, s, tok.get_vocab_size(), seed)
     branches = ARMS[arm][2]
     cap_ids = encode_ids(tok, tr["captions"], model.context)
     slot_ids = encode_ids(tok, slot_texts(), model.context)
-    opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+    opt = torch.optim.AdamW(model.parameters(), lr=s["lr"] if lr is None else lr, weight_decay=s["weight_decay"])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i, s))
     n, losses = len(tr["captions"]), []
     model.train()
@@ -127,20 +135,54 @@ def train(arm: str, tr: dict, tok, s: dict, seed: int) -> tuple[DualEncoder, lis
     return model.eval(), losses
 
 
-def read_data(job, s: dict, split: str) -> dict:
-    arrays = read_npz(job.input.arrays)
-    return load_split(arrays, read_parquet(job.input.scenes), read_parquet(job.input.regions), split, s["max_objects"])
+VALIDATION_METRIC = {"global": "long_text_r1", "region": "region_text_r1", "pixel": "pixel_acc"}
+
+
+def validation_score(arm: str, model: DualEncoder, val: dict, tok, s: dict) -> float:
+    """The arm's tuning criterion: the mean, over the branches it trains, of that branch's task on the validation
+    scenes (global: retrieval with full captions, region: region-to-text R@1, pixel: pixel accuracy)."""
+    from .evaluate import score  # evaluate imports this module
+
+    out, _ = score(model, val, tok, s)
+    return float(np.mean([out[VALIDATION_METRIC[b]] for b in ARMS[arm][2]]))
+
+
+def pick_lr(scores: dict[float, float], default: float) -> float:
+    """The grid point with the best validation score; ties go to the configured default, then to the smaller
+    learning rate."""
+    best = max(scores.values())
+    tied = [lr for lr, v in scores.items() if v == best]
+    return default if default in tied else min(tied)
 
 
 def run(job) -> None:
 
     s, arm = job.params, job.wildcards.arm
     tok = read_tokenizer(job.input.tokenizer)
-    tr = read_data(job, s, "train")
+    arrays = read_npz(job.input.arrays)
+    scenes, regions = read_parquet(job.input.scenes), read_parquet(job.input.regions)
+    split = lambda name, seed: load_split(arrays, scenes, regions, name, s["max_objects"], seed)  # noqa: E731
     out = {"arm": arm, "seeds": {}}
     preload()
-    for seed in s["seeds"]:
+    # learning rate: every arm gets the same grid, tuned on the first seed's validation scenes; the run at the
+    # picked rate is that seed's model (selection on validation, report on test)
+    first, grid = s["seeds"][0], list(s.get("lr_grid", [s["lr"]]))
+    tr, val = split("train", first), split("val", first)
+    runs, tuning = {}, {}
+    for lr in grid:
         t0 = time.perf_counter()
-        model, losses = train(arm, tr, tok, s, seed)
-        out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": time.perf_counter() - t0}
+        model, losses = train(arm, tr, tok, s, first, lr)
+        runs[lr] = (model, losses, time.perf_counter() - t0)
+        tuning[lr] = validation_score(arm, model, val, tok, s) if len(grid) > 1 else float("nan")
+    lr = pick_lr(tuning, s["lr"]) if len(grid) > 1 else grid[0]
+    out["tuning"] = {"grid": grid, "scores": [tuning[g] for g in grid], "lr": lr,
+                     "tied": sorted(g for g in grid if tuning[g] == max(tuning.values()))}
+    for seed in s["seeds"]:
+        if seed == first:
+            model, losses, seconds = runs[lr]
+        else:
+            t0 = time.perf_counter()
+            model, losses = train(arm, split("train", seed), tok, s, seed, lr)
+            seconds = time.perf_counter() - t0
+        out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": seconds}
     write_torch(job.output.models, out)
