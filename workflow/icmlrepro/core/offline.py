@@ -36,10 +36,18 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2]  # holds the icmlrepro packag
 NETNS_VAR = "ICMLREPRO_NETNS"
 
 
-def netns_permitted() -> bool:
-    """Whether this machine lets this user create a network namespace (``unshare -rn``), asked by trying."""
+def _usable_unshare() -> str | None:
+    """The ``unshare`` binary if this machine lets this user create a network namespace with it (asked by
+    trying ``unshare -rn true``), else None."""
     unshare = shutil.which("unshare")
-    return bool(unshare) and subprocess.run([unshare, "-rn", "true"], capture_output=True).returncode == 0
+    if unshare and subprocess.run([unshare, "-rn", "true"], capture_output=True).returncode == 0:
+        return unshare
+    return None
+
+
+def netns_permitted() -> bool:
+    """Whether this machine lets this user create a network namespace (``unshare -rn``)."""
+    return _usable_unshare() is not None
 
 
 def enter_network_namespace(args: list[str]) -> None:
@@ -48,10 +56,12 @@ def enter_network_namespace(args: list[str]) -> None:
     Called first thing by ``python -m icmlrepro stage|report``; the process keeps its PID (``exec``), so
     Snakemake's benchmark and signals still reach it. Nothing is lost where namespaces are refused: the
     process goes on behind the audit hook alone, and says so in its log."""
-    if os.environ.get(NETNS_VAR) in ("0", "inside") or not netns_permitted():
+    if os.environ.get(NETNS_VAR) in ("0", "inside"):
+        return
+    unshare = _usable_unshare()
+    if unshare is None:
         return
     os.environ[NETNS_VAR] = "inside"
-    unshare = shutil.which("unshare")
     os.execv(unshare, [unshare, "-rn", sys.executable, *args])
 
 OFFLINE_ENV = {
