@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import pick_with_ties
 
 from . import data as D
 from .agent import STATE_DIM, instruction_prior, judge, new_policy, rollout
@@ -180,13 +181,11 @@ def tuning_score(curve: list) -> float:
 
 def tune_lr(arm: str, tune_draw: dict, s: dict) -> tuple[float, dict]:
     """The learning rate of ``lr_grid`` with the best tuning score on the tuning draw (its own crops of the
-    training photos, never a seed's test photos); ties go to the default ``lr``. Same grid for every arm."""
+    training photos, never a seed's test photos); exact ties go to the default ``lr`` (``core.tuning.pick_with_ties``). Same grid for every arm."""
     grid, scores = [float(v) for v in s["lr_grid"]], {}
     for lr in grid:
         scores[lr] = tuning_score(train_seed(arm, tune_draw, s | {"lr": lr}, D.TUNE_SEED)["curve"])
-    best = max(scores.values())
-    ties = [lr for lr in grid if scores[lr] == best]
-    return (float(s["lr"]) if float(s["lr"]) in ties else ties[0]), scores
+    return pick_with_ties(grid, [scores[lr] for lr in grid], float(s["lr"])).value, scores
 
 
 def run(job) -> None:

@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from icmlrepro.core.tuning import at_grid_edge
+from icmlrepro.core.tuning import at_grid_edge, pick_with_ties
 
 from .model import predict
 
@@ -46,7 +46,8 @@ def pick(grid: list[float], errors: list[np.ndarray], default: float) -> tuple[i
         return best, 0.0, False
     diff = np.asarray(errors[d], float) - np.asarray(errors[best], float)
     se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-    return (d, se, True) if means[d] - means[best] <= se else (best, se, False)
+    chosen = pick_with_ties(grid, means, grid[d], higher_is_better=False, tolerance=se)
+    return chosen.index, se, chosen.moved_by_tie
 
 
 def tune_then_train(seeds: list[int], grid: list[float], fit: Callable, score: Callable, save: Callable,

@@ -47,7 +47,7 @@ import torch
 
 from icmlrepro.core.io import write_json, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
-from icmlrepro.core.tuning import at_grid_edge
+from icmlrepro.core.tuning import at_grid_edge, pick_with_ties
 from icmlrepro.rl import grpo
 
 from .arms import ARMS
@@ -193,9 +193,8 @@ def pick_rate(rows: list[dict], n_val: int, default: float) -> tuple[float, floa
     nearest to it on the log scale (then the smaller)."""
     p = max(r["val_acc"] for r in rows)
     se = float(np.sqrt(max(p * (1 - p), 1e-12) / n_val))
-    tied = sorted(r["lr"] for r in rows if r["val_acc"] >= p - se)
-    pick = min(tied, key=lambda lr: (abs(np.log(lr / default)), lr))
-    return pick, se, tied
+    chosen = pick_with_ties([r["lr"] for r in rows], [r["val_acc"] for r in rows], default, tolerance=se)
+    return chosen.value, se, chosen.tied
 
 
 def run(job) -> None:

@@ -17,6 +17,7 @@ import pandas as pd
 from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import pick_with_ties
 from icmlrepro.lm.data import tasks_from_table
 from icmlrepro.lm.tasks import Task
 
@@ -36,11 +37,9 @@ def arm_grid(ft: dict, arm: str) -> list[float]:
 
 
 def pick(scored: list[tuple], default_lr: float) -> tuple:
-    """The (val accuracy, lr, ...) entry with the best validation accuracy; a tie goes to the rate nearest
-    the default (in log scale), then to the smaller rate."""
-    top = max(s[0] for s in scored)
-    tied = [s for s in scored if s[0] == top]
-    return min(tied, key=lambda s: (abs(np.log(s[1]) - np.log(default_lr)), s[1]))
+    """The (val accuracy, lr, ...) entry with the best validation accuracy; an exact tie goes to the rate nearest
+    the default (in log scale), then to the smaller rate (``core.tuning.pick_with_ties``)."""
+    return scored[pick_with_ties([s[1] for s in scored], [s[0] for s in scored], default_lr).index]
 
 
 def _split(target: pd.DataFrame, seed: int, split: str) -> list[Task]:

@@ -17,6 +17,7 @@ import torch
 
 from icmlrepro.core.io import atomic_path
 from icmlrepro.core.seeding import derive_seed
+from icmlrepro.core.tuning import pick_with_ties
 
 from . import neural
 from .synthetic import pretraining_corpus
@@ -33,9 +34,7 @@ def _loss(model, data) -> float:
 def pick_lr(losses: list[float], grid: list[float], default: float) -> int:
     """Index of the rate with the lowest validation loss; a rate within LR_TIE of the best that is the
     default (or the closest to it in log scale) wins the tie."""
-    best = min(losses)
-    tied = [i for i, v in enumerate(losses) if v <= best * (1 + LR_TIE)]
-    return min(tied, key=lambda i: (abs(np.log(grid[i] / default)), i))
+    return pick_with_ties(grid, losses, default, higher_is_better=False, tolerance=LR_TIE, relative=True).index
 
 
 def pretrain(settings: dict, seed: int) -> dict:
