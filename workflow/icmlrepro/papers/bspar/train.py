@@ -181,7 +181,8 @@ def tuning_score(curve: list) -> float:
 
 def tune_lr(arm: str, tune_draw: dict, s: dict) -> tuple[float, dict]:
     """The learning rate of ``lr_grid`` with the best tuning score on the tuning draw (its own crops of the
-    training photos, never a seed's test photos); exact ties go to the default ``lr`` (``core.tuning.pick_with_ties``). Same grid for every arm."""
+    training photos, never a seed's test photos); exact ties go to the default ``lr``
+    (``core.tuning.pick_with_ties``). Same grid for every arm."""
     grid, scores = [float(v) for v in s["lr_grid"]], {}
     for lr in grid:
         scores[lr] = tuning_score(train_seed(arm, tune_draw, s | {"lr": lr}, D.TUNE_SEED)["curve"])

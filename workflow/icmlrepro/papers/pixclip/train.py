@@ -18,6 +18,7 @@ import torch
 
 from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import pick_with_ties
 
 from .data import BACKGROUNDS, COLORS, TEXTURES, phrase
 from .losses import contrastive, patch_targets, pixel_loss
@@ -148,11 +149,9 @@ def validation_score(arm: str, model: DualEncoder, val: dict, tok, s: dict) -> f
 
 
 def pick_lr(scores: dict[float, float], default: float) -> float:
-    """The grid point with the best validation score; ties go to the configured default, then to the smaller
-    learning rate."""
-    best = max(scores.values())
-    tied = [lr for lr, v in scores.items() if v == best]
-    return default if default in tied else min(tied)
+    """The grid point with the best validation score; exact ties go to the configured default, then to the rate
+    nearest it (``core.tuning.pick_with_ties``)."""
+    return pick_with_ties(list(scores), list(scores.values()), default).value
 
 
 def run(job) -> None:
