@@ -1,25 +1,31 @@
 """ML-Embed: the MRL weighting and InfoNCE on hand-computed cases, MEL's factorisation (exact at full rank,
-the best rank-r' approximation below), exit and truncation shapes, the rank sampler, the language split
-(no held-out language or test concept in training, no query equal to its answer), the controls."""
+the best rank-r' approximation below), exit and truncation shapes, the rank sampler, the synthetic languages
+(no shared token between a query and its target, order twins, no test concept in training, resource = amount of
+training data, redrawn per seed), the hard negatives, and the gates failing on planted idle depth / easy groups."""
 
 from __future__ import annotations
 
 import math
+from itertools import product
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from icmlrepro.core.claims import load_claims
+from icmlrepro.core.verdicts import judge_gate
 from icmlrepro.papers.mlembed import data, evaluate, losses, model
-from icmlrepro.papers.mlembed.train import ARMS, training_pairs
+from icmlrepro.papers.mlembed.evaluate import build_metrics
+from icmlrepro.papers.mlembed.train import ARMS, hard_negatives, new_encoder, training_pairs
 
-SMALL = {"max_concepts_per_type": 20, "test_concept_fraction": 0.3, "min_names": 60, "n_languages": 8,
-         "heldout_every": 4, "vocab_size": 300}
+SMALL = {"n_high": 2, "n_low": 2, "n_syllables": 6, "n_atoms": 12, "phrase_len": 3, "n_concept_sets": 60,
+         "n_test_sets": 10, "n_val_sets": 6, "low_fraction": 0.2}
 
 
 @pytest.fixture(scope="module")
 def tables():
-    return data.build_tables(SMALL)
+    return data.build_tables(SMALL, 3)
 
 
 def test_mrl_weights_follow_the_published_formula():
@@ -109,33 +115,104 @@ def test_retrieval_ranks_on_a_hand_case():
     assert evaluate.retrieval_ranks(q, c, np.array([0, 0, 2])).tolist() == [1, 2, 3]
 
 
-def test_no_held_out_language_or_test_concept_in_training(tables):
+def test_query_and_target_share_no_token_and_words_need_two_tokens(tables):
     pairs, langs, concepts = tables
-    held = set(langs.loc[langs["heldout"], "lang"])
-    assert held and set(langs.loc[~langs["heldout"], "resource"]) == {"high", "low"}
+    eng = {int(c): set(ids) for c, ids in zip(concepts["concept"], concepts["ids"])}
+    assert all(not set(ids) & eng[int(c)] for c, ids in zip(pairs["concept"], pairs["ids"]))
+    # scripts are disjoint between languages (no surface overlap at all)
+    scripts = [set(np.concatenate([np.asarray(w) for w in lex]).tolist()) for lex in langs["lexicon"]]
+    assert all(not a & b for i, a in enumerate(scripts) for b in scripts[i + 1:])
+    # every syllable serves several words: a single token does not name a meaning
+    lex = np.stack([np.asarray(w) for w in langs["lexicon"].iloc[1]])
+    assert len({tuple(w) for w in lex.tolist()}) == SMALL["n_atoms"]
+    assert np.bincount(lex[:, 0]).max() >= 2
+
+
+def test_order_twins_and_splits(tables):
+    pairs, langs, concepts = tables
+    for _, g in concepts.groupby("set"):
+        assert len(g) == 2 and sorted(g["atoms"].iloc[0]) == sorted(g["atoms"].iloc[1])
+        assert list(g["atoms"].iloc[0]) != list(g["atoms"].iloc[1]) and g["split"].nunique() == 1
     tr = pairs[pairs["split"] == "train"]
-    assert not set(tr["lang"]) & held
-    assert not set(tr["concept"]) & set(concepts.loc[concepts["test"], "concept"])
-    assert evaluate.heldout_leaks(pairs) == 0
-    # the tokenizer corpus holds no held-out language's text and no test concept's English name
-    corpus = set(data.training_texts(pairs, concepts))
-    held_only = set(pairs.loc[pairs["lang"].isin(held), "text"]) - set(tr["text"])
-    assert held_only and not corpus & held_only
-    assert not corpus & (set(concepts.loc[concepts["test"], "target"]) - set(concepts.loc[~concepts["test"], "target"]))
-    # the audit catches a planted leak
+    held = set(concepts.loc[concepts["split"] != "train", "concept"])
+    assert not set(tr["concept"]) & held and evaluate.test_leaks(pairs) == 0
     planted = pairs.copy()
-    planted.loc[planted.index[planted["heldout"]][0], "split"] = "train"
-    assert evaluate.heldout_leaks(planted) == 1
-    # the high-resource-only arm sees no low-resource language
+    planted.loc[planted.index[planted["split"] == "test"][0], "split"] = "train"
+    assert evaluate.test_leaks(planted) == 1  # the audit catches a planted leak
+    # every non-English word order differs from English's
+    assert all(list(o) != list(range(SMALL["phrase_len"])) for o in langs.loc[langs["lang"] != data.PIVOT, "order"])
+
+
+def test_resource_is_training_data_amount_and_the_highres_arm_sees_no_low_language(tables):
+    pairs, langs, concepts = tables
+    n_train = int((concepts["split"] == "train").sum())
+    counts = langs.set_index("lang")["n_train_pairs"]
+    for r in langs.itertuples():
+        expect = {"high": n_train, "low": round(SMALL["low_fraction"] * n_train), "pivot": 0}[r.resource]
+        assert counts[r.lang] == expect
+        n_test = int(((pairs["lang"] == r.lang) & (pairs["split"] == "test")).sum())
+        assert r.resource == "pivot" or n_test == 2 * SMALL["n_test_sets"]  # same test items in every group
     assert set(training_pairs(pairs, ARMS["3dml_highres"][3])["resource"]) == {"high"}
 
 
-def test_no_query_equals_its_answer_and_resource_groups_follow_the_counts(tables):
-    pairs, langs, _ = tables
-    assert not (pairs["text"].map(data._norm) == pairs["target"].map(data._norm)).any()
-    high = langs.loc[langs["resource"] == "high", "n_names"]
-    low = langs.loc[langs["resource"] == "low", "n_names"]
-    assert high.min() >= low.max()
+def test_data_redrawn_per_seed_and_deterministic():
+    a, b, c = data.build_tables(SMALL, 3), data.build_tables(SMALL, 3), data.build_tables(SMALL, 4)
+    assert a[0]["ids"].map(tuple).tolist() == b[0]["ids"].map(tuple).tolist()
+    assert a[1]["lexicon"].map(str).tolist() != c[1]["lexicon"].map(str).tolist()
+
+
+def test_hard_negatives_swap_order_and_replace_a_word():
+    rng = np.random.default_rng(0)
+    atoms = np.array([[0, 1, 2], [5, 6, 7]])
+    neg = hard_negatives(atoms, 3, 12, rng)
+    for i in range(2):
+        assert sorted(neg[i, 0]) == sorted(atoms[i]) and list(neg[i, 0]) != list(atoms[i])  # word order
+        for j in (1, 2):
+            assert (neg[i, j] != atoms[i]).sum() == 1  # one word's meaning
+
+
+def test_untrained_encoder_is_near_chance(tables):
+    pairs, langs, concepts = tables
+    s = {"d": 16, "layers": 2, "heads": 2, "ff": 32, "smallest_dim": 4, "ranks": [4, 16], **SMALL}
+    enc = new_encoder(s, 3, False).eval()
+    rows = evaluate.score_model(enc, evaluate.eval_data(pairs, concepts), s)
+    full = [r for r in rows if r["rank"] == 16 and r["layer"] == 2 and r["dim"] == 16 and r["group"] == "all"][0]
+    assert full["r1"] < 0.25  # 20 test concepts: chance is 0.05
+
+
+def _planted_metrics(depth_gain: float, low_bonus: float, seeds=(0, 1, 2, 3, 4)):
+    """A metrics file from a planted grid: every arm 0.6 at full size, layer 1 lower by ``depth_gain``; the
+    untrained encoder at 0.05, low-resource group easier by ``low_bonus``."""
+    s = {"scale": "smoke", "seeds": list(seeds), "d": 16, "layers": 2, "heads": 2, "ff": 32, "phrase_len": 3,
+         "smallest_dim": 8, "ranks": [8, 16], "arms": list(ARMS), "n_high": 2, "n_low": 2, "n_syllables": 6}
+    rows = []
+    for seed, arm, rank, layer, dim, grp in product(seeds, [evaluate.RANDOM, *ARMS], [8, 16], [1, 2], [8, 16],
+                                                     evaluate.GROUPS):
+        base = 0.05 if arm == evaluate.RANDOM else 0.6 - (depth_gain if layer == 1 else 0.0)
+        if arm == evaluate.RANDOM and grp == "low":
+            base += low_bonus
+        rows.append({"seed": seed, "arm": arm, "rank": rank, "layer": layer, "dim": dim, "group": grp,
+                     "r1": base + 0.01 * seed, "mrr": base, "params": 1000 * layer + rank, "n": 10})
+    costs = [{"seed": sd, "arm": a, "train_seconds": 1.0} for sd in seeds for a in ARMS]
+    costs += [{"seed": sd, "arm": "encode", "layer": ly, "ms_per_1k": 1.0} for sd in seeds for ly in (1, 2)]
+    pairs = pd.DataFrame({"seed": [0, 0], "concept": [1, 2], "split": ["train", "test"]})
+    tuning = {a: {"lr": 0.003, "grid": [0.0015, 0.003, 0.006], "se": 0.02, "default": 0.003, "interior": True,
+                  "moved_by_tie": False, "tied": [0.003], "val_r1": [0.1, 0.2, 0.1], "n_val": 100} for a in ARMS}
+    return build_metrics(pd.DataFrame(rows), pd.DataFrame(costs), pairs, s, tuning)
+
+
+def test_gates_fail_on_a_planted_idle_depth_and_a_planted_easy_low_group():
+    pc = load_claims("mlembed")
+    gates = {g.id: g for g in pc.gates}
+    good = _planted_metrics(depth_gain=0.2, low_bonus=0.0)
+    assert judge_gate(gates["depth_useful"], good).state == "holds"
+    assert judge_gate(gates["overlap_equalised"], good).state == "holds"
+    assert judge_gate(gates["baseline_band"], good).state == "holds"
+    idle = _planted_metrics(depth_gain=0.0, low_bonus=0.2)
+    assert judge_gate(gates["depth_useful"], idle).state != "holds"
+    assert judge_gate(gates["overlap_equalised"], idle).state == "fails"
+    assert good.get("tuned_interior.plain").values == [1.0] * 5
+    assert good.get("test_concept_pairs_in_training").values == [0.0] * 5
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
@@ -147,5 +224,6 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     metrics = check_smoke_paper(smoke_run, "mlembed", ("recall_along_axes.png", "quality_cost_frontier.png",
                                                        "language_groups.png"),
                                 is_timing=lambda n: n.startswith(("encode_ms", "train_seconds")))
-    assert metrics.get("heldout_language_pairs_in_training").values == [0.0] * len(metrics.replicates)
-    assert metrics.get("params@rank8.layer1").values[0] < metrics.get("params@rank32.layer2").values[0]
+    assert metrics.get("test_concept_pairs_in_training").values == [0.0] * len(metrics.replicates)
+    assert metrics.get("params@rank4.layer1").values[0] < metrics.get("params@rank16.layer2").values[0]
+    assert metrics.get("lr.plain").values[0] in (0.0015, 0.003, 0.006)

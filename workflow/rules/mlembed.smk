@@ -1,5 +1,6 @@
 # ML-Embed: 3-D Matryoshka learning (resources/claims/mlembed.yaml).
-# mlembed_data -> mlembed_train (arm x seed) -> mlembed_eval -> mlembed_figures
+# mlembed_data (every seed's synthetic languages) -> mlembed_train (one job per arm: LR tuned on the first
+# seed, then every seed) -> mlembed_eval -> mlembed_figures
 from icmlrepro.papers.mlembed.workflow_inputs import mlembed_model_files
 
 
@@ -8,13 +9,12 @@ rule mlembed_data:
         pairs="results/{scale}/mlembed/data/pairs.parquet",
         languages="results/{scale}/mlembed/data/languages.parquet",
         concepts="results/{scale}/mlembed/data/concepts.parquet",
-        tokenizer="results/{scale}/mlembed/data/tokenizer.json",
         summary="results/{scale}/mlembed/data/summary.json",
     params:
         stage="mlembed.data",
         spec=paths_spec,
-        settings=settings_of("mlembed", "max_concepts_per_type", "test_concept_fraction", "min_names",
-                             "n_languages", "heldout_every", "vocab_size"),
+        settings=settings_of("mlembed", "seeds", "n_high", "n_low", "n_syllables", "n_atoms", "phrase_len",
+                             "n_concept_sets", "n_test_sets", "n_val_sets", "low_fraction"),
     log:
         "results/{scale}/mlembed/logs/mlembed_data.log",
     benchmark:
@@ -33,24 +33,25 @@ rule mlembed_train:
     input:
         pairs=rules.mlembed_data.output.pairs,
         concepts=rules.mlembed_data.output.concepts,
-        tokenizer=rules.mlembed_data.output.tokenizer,
+        languages=rules.mlembed_data.output.languages,
     output:
-        model="results/{scale}/mlembed/train/{arm}/seed{seed}/model.pt",
+        model="results/{scale}/mlembed/train/{arm}/models.pt",
     params:
         stage="mlembed.train",
         spec=paths_spec,
-        settings=settings_of("mlembed", "d", "layers", "heads", "ff", "max_len", "steps", "batch",
-                             "hard_negatives", "lr", "tau", "smallest_dim", "ranks"),
+        settings=settings_of("mlembed", "seeds", "n_high", "n_low", "n_syllables", "n_atoms", "phrase_len",
+                             "d", "layers", "heads", "ff", "steps", "batch", "hard_negatives", "lr", "lr_grid",
+                             "tau", "smallest_dim", "ranks"),
     log:
-        "results/{scale}/mlembed/logs/mlembed_train/{arm}-seed{seed}.log",
+        "results/{scale}/mlembed/logs/mlembed_train/{arm}.log",
     benchmark:
-        "results/{scale}/mlembed/benchmarks/mlembed_train/{arm}-seed{seed}.tsv"
+        "results/{scale}/mlembed/benchmarks/mlembed_train/{arm}.tsv"
     wildcard_constraints:
         arm="plain|mrl|mrl_mll|3dml|3dml_highres",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (1500 if wildcards.scale != "paper" else 16000) * attempt,
-        runtime=lambda wildcards, attempt: (20 if wildcards.scale != "paper" else 48 * 60) * attempt,
+        runtime=lambda wildcards, attempt: (30 if wildcards.scale != "paper" else 48 * 60) * attempt,
     conda:
         ENV
     shell:
@@ -62,7 +63,6 @@ rule mlembed_eval:
         unpack(lambda wildcards: mlembed_model_files(paper_settings(config, "mlembed", wildcards.scale))),
         pairs=rules.mlembed_data.output.pairs,
         concepts=rules.mlembed_data.output.concepts,
-        tokenizer=rules.mlembed_data.output.tokenizer,
     output:
         metrics="results/{scale}/mlembed/metrics.json",
         grid="results/{scale}/mlembed/eval/grid.parquet",

@@ -1,110 +1,120 @@
-"""Real multilingual parallel data that ships inside babel: CLDR display names.
+"""Synthetic multilingual parallel data: phrases of a synthetic lexicon, redrawn per seed.
 
-A concept is a territory, a language, a script, a month or a weekday; its name in a locale is the query
-and its English name the target (cross-lingual retrieval to English). Pairs whose query equals the
-English name (loanwords, untranslated entries) are dropped, so no query contains its answer. A
-language's resource level is how many names CLDR holds for it here: the top half of the selected
-languages is ``high``, the bottom half ``low``. Every ``heldout_every``-th language (by that count) is
-held out of training entirely (its text is not in the tokenizer's corpus either), and a share of the
-concepts is kept for testing only, so evaluation measures transfer, not memorised pairs.
+A concept is an ordered phrase of ``phrase_len`` atoms (meanings) drawn from ``n_atoms``. Every language
+(English, the pivot, included) has its own script (a block of ``n_syllables`` syllable tokens that no other
+language uses), a lexicon that writes each atom as a word of two syllables (a pair no other atom of that
+language uses, while every single syllable is shared by many words: a word's meaning is a conjunction of
+two tokens), and a word order (a permutation of the phrase's slots; English keeps the order). So a query
+(the phrase in one language) and its target (the phrase in English) share no token: they relate through
+meaning only, and an untrained encoder retrieves at chance.
+
+Concepts come in order twins (the same atoms in two orders), so retrieval needs the word order, not only the
+bag of words. Twins are split together into train / val / test concepts; test and val concepts are never
+trained on. A language's resource level is the amount of its training data: ``high`` languages have every
+training concept, ``low`` languages a ``low_fraction`` share of them. The groups are drawn alike otherwise
+(scripts, lexicons, word orders, test concepts), so no group is easier on surface overlap. No language is held
+out of training: a language whose lexicon was never seen is at chance by construction.
 """
 
 from __future__ import annotations
 
-import hashlib
+from itertools import permutations
 
 import numpy as np
 import pandas as pd
-from babel import Locale, localedata
 
-from icmlrepro.core.io import write_json, write_parquet, write_tokenizer
+from icmlrepro.core.io import write_json, write_parquet
+from icmlrepro.core.seeding import derive_seed
 
 PIVOT = "en"
-TYPES = ("territory", "language", "script", "calendar")
+PAD = 0
 
 
-def _norm(s: str) -> str:
-    return " ".join(str(s).casefold().split())
+def language_codes(s: dict) -> list[tuple[str, str]]:
+    """(code, resource group) of every non-pivot language, high first."""
+    out = [(f"h{i:02d}", "high") for i in range(s["n_high"])]
+    return out + [(f"l{i:02d}", "low") for i in range(s["n_low"])]
 
 
-def concept_names(locale: str) -> dict[str, str]:
-    """Concept id -> display name in ``locale`` (CLDR via babel; nothing is downloaded)."""
-    loc = Locale.parse(locale)
-    out = {f"territory:{k}": v for k, v in loc.territories.items() if len(k) == 2 and k.isalpha()}
-    out.update({f"language:{k}": v for k, v in loc.languages.items() if "_" not in k and k.isalpha()})
-    out.update({f"script:{k}": v for k, v in loc.scripts.items()})
-    out.update({f"calendar:month{k}": v for k, v in loc.months["format"]["wide"].items()})
-    out.update({f"calendar:day{k}": v for k, v in loc.days["format"]["wide"].items()})
-    return {k: v for k, v in out.items() if v}
+def vocab_size(s: dict) -> int:
+    """Pad + one script of ``n_syllables`` tokens per language (the pivot included)."""
+    return 1 + (1 + s["n_high"] + s["n_low"]) * s["n_syllables"]
 
 
-def _stable_unit(key: str) -> float:
-    """A number in [0, 1) fixed by the key alone (split decisions that do not depend on set order)."""
-    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) / 16**12
-
-
-def build_tables(s: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(pairs, languages, concepts): every (language, concept) pair with its split and group."""
-    english = concept_names(PIVOT)
-    by_type = {t: sorted(c for c in english if c.startswith(t + ":")) for t in TYPES}
-    concepts = [c for t in TYPES for c in by_type[t]
-                if _stable_unit("mlembed-cap:" + c) < s["max_concepts_per_type"] / max(len(by_type[t]), 1)]
-    test = {c for c in concepts if _stable_unit("mlembed-test:" + c) < s["test_concept_fraction"]}
-    counts = {}
-    for loc in sorted(i for i in localedata.locale_identifiers() if "_" not in i and i != PIVOT):
-        names = concept_names(loc)
-        counts[loc] = sum(1 for c in english if c in names and _norm(names[c]) != _norm(english[c]))
-    eligible = sorted((loc for loc, n in counts.items() if n >= s["min_names"]), key=lambda x: (-counts[x], x))
-    pick = np.unique(np.linspace(0, len(eligible) - 1, s["n_languages"]).round().astype(int))
-    langs = [eligible[i] for i in pick]  # evenly spread over the resource range, most names first
-    half = len(langs) // 2
-    lang_df = pd.DataFrame({
-        "lang": langs, "n_names": [counts[x] for x in langs],
-        "resource": ["high" if i < half else "low" for i in range(len(langs))],
-        "heldout": [(i % s["heldout_every"]) == s["heldout_every"] - 1 for i in range(len(langs))],
-    })
+def make_world(s: dict, seed: int) -> dict:
+    """Scripts, lexicons and word orders of every language, and the concepts with their split."""
+    rng = np.random.default_rng(derive_seed(seed, "mlembed", "world"))
+    langs = [(PIVOT, "pivot")] + language_codes(s)
+    n_syl, n_atoms, k = s["n_syllables"], s["n_atoms"], s["phrase_len"]
+    if n_syl * n_syl < n_atoms:
+        raise ValueError("n_syllables**2 must be >= n_atoms (one syllable pair per atom)")
+    orders = [p for p in permutations(range(k)) if list(p) != list(range(k))]
+    world = {"langs": langs, "lexicon": {}, "order": {}}
+    for j, (code, _) in enumerate(langs):
+        base = 1 + j * n_syl  # this language's script: token ids base .. base + n_syl - 1
+        pairs = rng.choice(n_syl * n_syl, size=n_atoms, replace=False)
+        world["lexicon"][code] = np.stack([base + pairs // n_syl, base + pairs % n_syl], 1)  # atom -> 2 tokens
+        world["order"][code] = list(range(k)) if code == PIVOT else list(orders[rng.integers(len(orders))])
+    # concepts: order twins of distinct atom sets
+    n_sets = s["n_concept_sets"]
+    sets, seen = [], set()
+    while len(sets) < n_sets:
+        a = tuple(sorted(rng.choice(n_atoms, size=k, replace=False).tolist()))
+        if a not in seen:
+            seen.add(a)
+            sets.append(a)
     rows = []
-    for r in lang_df.itertuples(index=False):
-        names = concept_names(r.lang)
-        for c in concepts:
-            if c in names and _norm(names[c]) != _norm(english[c]):
-                rows.append({"lang": r.lang, "concept": c, "text": names[c], "target": english[c],
-                             "resource": r.resource, "heldout": r.heldout, "test_concept": c in test})
-    pairs = pd.DataFrame(rows)
-    pairs["split"] = np.where(pairs["heldout"] | pairs["test_concept"], "eval", "train")
-    pairs.loc[pairs["heldout"] & ~pairs["test_concept"], "split"] = "unused"  # held-out language, train concept
-    concept_df = pd.DataFrame({"concept": concepts, "type": [c.split(":")[0] for c in concepts],
-                               "target": [english[c] for c in concepts], "test": [c in test for c in concepts]})
-    return pairs, lang_df, concept_df
+    split_of_set = rng.permutation(np.repeat(["test", "val", "train"], [s["n_test_sets"], s["n_val_sets"],
+                                                                        n_sets - s["n_test_sets"] - s["n_val_sets"]]))
+    for i, a in enumerate(sets):
+        two = [list(p) for p in permutations(a)]
+        pick = rng.choice(len(two), size=2, replace=False)
+        for t in pick:
+            rows.append({"concept": len(rows), "set": i, "atoms": two[t], "split": str(split_of_set[i])})
+    world["concepts"] = pd.DataFrame(rows)
+    return world
 
 
-def train_tokenizer(texts: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer trained with ``tokenizers`` on the training text only (byte-level, so an
-    unseen script of a held-out language still encodes)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
-    return tok
+def render(world: dict, lang: str, atoms) -> list[int]:
+    """Token ids of a phrase (atoms in English slot order) written in ``lang``: its word order, its words."""
+    lex, order = world["lexicon"][lang], world["order"][lang]
+    return [int(t) for slot in order for t in lex[atoms[slot]]]
 
 
-def training_texts(pairs: pd.DataFrame, concepts: pd.DataFrame) -> list[str]:
-    """Everything the tokenizer may see: training queries and the English names of training concepts."""
-    tr = pairs[pairs["split"] == "train"]
-    return sorted(set(tr["text"]) | set(concepts.loc[~concepts["test"], "target"]))
+def build_tables(s: dict, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(pairs, languages, concepts) of one seed: every (language, concept) query with its split."""
+    world = make_world(s, seed)
+    rng = np.random.default_rng(derive_seed(seed, "mlembed", "resource"))
+    con = world["concepts"].copy()
+    con["ids"] = [render(world, PIVOT, a) for a in con["atoms"]]
+    train_c = con.loc[con["split"] == "train", "concept"].to_numpy()
+    rows, lang_rows = [], []
+    for code, group in world["langs"][1:]:
+        if group == "high":
+            have = set(train_c.tolist())
+        else:
+            have = set(rng.choice(train_c, size=max(1, round(s["low_fraction"] * len(train_c))), replace=False).tolist())
+        for c in con.itertuples(index=False):
+            if c.split == "train" and c.concept not in have:
+                continue
+            rows.append({"seed": seed, "lang": code, "resource": group, "concept": int(c.concept), "split": c.split,
+                         "ids": render(world, code, c.atoms)})
+        lang_rows.append({"seed": seed, "lang": code, "resource": group, "n_train_pairs": len(have),
+                          "order": world["order"][code], "lexicon": world["lexicon"][code].tolist()})
+    lang_rows.insert(0, {"seed": seed, "lang": PIVOT, "resource": "pivot", "n_train_pairs": 0,
+                         "order": world["order"][PIVOT], "lexicon": world["lexicon"][PIVOT].tolist()})
+    con.insert(0, "seed", seed)
+    return pd.DataFrame(rows), pd.DataFrame(lang_rows), con
 
 
 def run(job) -> None:
     s = job.params
-    pairs, langs, concepts = build_tables(s)
-    tok = train_tokenizer(training_texts(pairs, concepts), s["vocab_size"])
+    parts = [build_tables(s, seed) for seed in s["seeds"]]
+    pairs, langs, concepts = (pd.concat([p[i] for p in parts], ignore_index=True) for i in range(3))
     write_parquet(job.output.pairs, pairs)
     write_parquet(job.output.languages, langs)
     write_parquet(job.output.concepts, concepts)
-    write_tokenizer(job.output.tokenizer, tok)
-    write_json(job.output.summary, {"n_pairs": len(pairs), "by_split": pairs["split"].value_counts().to_dict(),
-                                    "languages": langs.to_dict(orient="list")})
+    write_json(job.output.summary, {
+        "vocab_size": vocab_size(s), "n_pairs_per_seed": int(len(pairs) / len(s["seeds"])),
+        "by_split_per_seed": (pairs[pairs["seed"] == s["seeds"][0]]["split"].value_counts().to_dict()),
+        "train_pairs_by_group": langs[langs["seed"] == s["seeds"][0]].groupby("resource")["n_train_pairs"].sum().to_dict()})

@@ -65,7 +65,7 @@ def plot_frontier(grid: pd.DataFrame, path) -> None:
 
 def plot_groups(grid: pd.DataFrame, s: dict, path) -> None:
     g = grid[(grid["rank"] == max(s["ranks"])) & (grid["layer"] == s["layers"]) & (grid["dim"] == s["d"])]
-    groups, arms = ["high", "low", "heldout"], _arms(grid)
+    groups, arms = ["high", "low"], _arms(grid)
     fig, (ax,) = new_figure(width=6.0)
     w = 0.8 / len(arms)
     for i, arm in enumerate(arms):
@@ -73,7 +73,7 @@ def plot_groups(grid: pd.DataFrame, s: dict, path) -> None:
         m, lo, hi = st.mean()[groups], st.min()[groups], st.max()[groups]
         x = np.arange(len(groups)) + i * w
         ax.bar(x, m, w, label=LABELS[arm], yerr=[m - lo, hi - m], capsize=2)
-    ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, ["high-resource", "low-resource", "held-out languages"])
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, ["high-resource", "low-resource"])
     ax.set(ylabel="recall@1, full-size model", title="per language group (bar: mean, whisker: min-max over seeds)")
     ax.legend(fontsize=6)
     save(fig, path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 def mlembed_model_files(settings: dict) -> dict[str, str]:
-    """Named inputs of ``mlembed_eval``: one trained encoder per arm and seed."""
+    """Named inputs of ``mlembed_eval``: one file per arm (its tuning record and every seed's encoder)."""
     scale = settings["scale"]
-    return {f"{a}_seed{s}": f"results/{scale}/mlembed/train/{a}/seed{s}/model.pt"
-            for a in settings["arms"] for s in settings["seeds"]}
+    return {a: f"results/{scale}/mlembed/train/{a}/models.pt" for a in settings["arms"]}
