@@ -88,3 +88,19 @@ def test_dropout_is_drawn_per_seed_and_the_loss_needs_one_value_per_seed():
     assert not torch.equal(out[0], out[1])
     with pytest.raises(ValueError, match="one loss per seed"):
         batch.loss(torch.zeros(3))
+
+
+def test_a_parameter_frozen_in_the_built_model_stays_frozen_in_the_batch():
+    from torch import nn
+
+    from icmlrepro.core.seedbatch import SeedBatch
+
+    def make():
+        model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+        model[0].requires_grad_(False)  # a frozen "backbone" under a trainable head
+        return model
+
+    batch = SeedBatch(make, [0, 1, 2])
+    flags = {name: p.requires_grad for name, p in batch.named_stacked()}
+    assert flags == {"0.weight": False, "0.bias": False, "1.weight": True, "1.bias": True}
+    assert all(p.shape[0] == 3 for _, p in batch.named_stacked())

@@ -12,7 +12,7 @@ rule topadapter_data:
     params:
         stage="topadapter.data",
         spec=paths_spec,
-        settings=settings_of("topadapter", "data_seed", "n_points", "n_groups", "group_size", "pretrain_per_class",
+        settings=settings_of("topadapter", "seeds", "data_seed", "n_points", "n_groups", "group_size", "pretrain_per_class",
                              "train_per_class", "val_per_class", "test_per_class", "keep_range", "clutter_range",
                              "jitter", "pretrain_jitter", "tilt_deg"),
     log:
@@ -38,7 +38,7 @@ rule topadapter_pretrain:
         stage="topadapter.pretrain",
         spec=paths_spec,
         settings=settings_of("topadapter", "seeds", "d", "depth", "heads", "mlp_ratio", "patch_hidden", "batch",
-                             "pretrain_epochs", "pretrain_lr"),
+                             "pretrain_epochs", "pretrain_lr", "seed_batch"),
     log:
         "results/{scale}/topadapter/logs/topadapter_pretrain.log",
     benchmark:
@@ -64,7 +64,7 @@ rule topadapter_train:
         spec=paths_spec,
         settings=settings_of("topadapter", "seeds", "d", "depth", "heads", "mlp_ratio", "patch_hidden", "batch",
                              "epochs", "lr_grid", "adapter_dim", "n_prompts", "k_patches", "topo_dim", "scales",
-                             "lora_rank", "train_groups"),
+                             "lora_rank", "train_groups", "seed_batch", "lr_default", "match_params"),
     log:
         "results/{scale}/topadapter/logs/topadapter_train/{group}.log",
     benchmark:
@@ -91,7 +91,7 @@ rule topadapter_eval:
     params:
         stage="topadapter.evaluate",
         spec=paths_spec,
-        settings=settings_of("topadapter", "seeds", "arms", "lr_grid", "train_groups"),
+        settings=settings_of("topadapter", "seeds", "arms", "lr_grid", "train_groups", "lr_default"),
     log:
         "results/{scale}/topadapter/logs/topadapter_eval.log",
     benchmark:

@@ -56,7 +56,10 @@ class SeedBatch(nn.Module):
             models.append(make())
         params, buffers = stack_module_state(models)
         self._names = list(params)
-        self.stacked = nn.ParameterList([nn.Parameter(params[name].detach().clone()) for name in self._names])
+        # a parameter frozen in the model as built (a pretrained backbone under an adapter) stays frozen
+        trainable = {name: p.requires_grad for name, p in models[0].named_parameters()}
+        self.stacked = nn.ParameterList([nn.Parameter(params[name].detach().clone(), requires_grad=trainable[name])
+                                         for name in self._names])
         self._buffer_names = list(buffers)
         for i, name in enumerate(self._buffer_names):
             self.register_buffer(f"_buffer{i}", buffers[name].clone())
@@ -65,6 +68,10 @@ class SeedBatch(nn.Module):
     @property
     def k(self) -> int:
         return len(self.seeds)
+
+    def named_stacked(self) -> list[tuple[str, nn.Parameter]]:
+        """(name in the single model, stacked ``[K, ...]`` parameter) pairs."""
+        return list(zip(self._names, self.stacked))
 
     def _tensors(self) -> tuple[dict, dict]:
         params = dict(zip(self._names, self.stacked))

@@ -36,7 +36,9 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        # written out rather than scaled_dot_product_attention: the same maths, and it has a vmap batching rule
+        # (SeedBatch trains the seeds of an arm as one vmapped model; SDPA falls back to a per-seed loop there)
+        y = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, -1) @ v
         return self.proj(y.transpose(1, 2).reshape(B, T, d))
 
 

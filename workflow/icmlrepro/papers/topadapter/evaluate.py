@@ -1,5 +1,6 @@
 """metrics.json from every arm's per-seed results: downstream test accuracy (at the validation-picked
-learning rate), trainable parameters and their share, training time, and the learning rates picked.
+learning rate), trainable parameters, their share and their ratio to TopAdapter's (the matched budget), training
+time and final training loss, the learning rates picked with their interior and tie flags.
 
 References beside the arms: chance (1 / classes) and the head on a random-init backbone (what the
 pretrained features are worth). Paired differences (TopAdapter minus an arm, per seed) are what the
@@ -32,7 +33,8 @@ def results_table(paths) -> pd.DataFrame:
         for seed, r in res["seeds"].items():
             for i, g in enumerate(r["grid"]):
                 rows.append({"arm": arm, "seed": int(seed), **g, "chosen": i == r["chosen"],
-                             "trainable": r["trainable"], "total": r["total"]})
+                             "trainable": r["trainable"], "total": r["total"], "tie": bool(r.get("tie", False)),
+                             "selection_se": float(r.get("selection_se", float("nan")))})
     return pd.DataFrame(rows)
 
 
@@ -58,19 +60,35 @@ def build_metrics(table: pd.DataFrame, s: dict, summary: dict) -> MetricsFile:
         mf.add(f"chosen_lr.{arm}", col(arm, "lr"), unit="learning rate", direction="none",
                description=f"{LABELS[arm]}: learning rate picked on validation (grid {s['lr_grid']})")
         mf.add(f"train_seconds.{arm}", col(arm, "train_seconds"), unit="s", direction="lower", timing=True,
-               description=f"{LABELS[arm]}: wall time of one training run (equal epochs in every arm)")
+               description=f"{LABELS[arm]}: wall time of one training run per seed (equal epochs in every arm; seeds "
+                           f"trained together as one vmapped batch, the batch's time divided by its seeds)")
+        mf.add(f"final_loss.{arm}", col(arm, "final_loss"), unit="nats", direction="lower",
+               description=f"{LABELS[arm]}: mean training loss of the last 5 steps at the picked rate (convergence)")
+        mf.add(f"tuning_tie.{arm}", [float(v) for v in col(arm, "tie")], unit="flag (1 = tie)", direction="none",
+               description=f"{LABELS[arm]}: 1 where the validation pick was moved to the default rate "
+                           f"{s['lr_default']} (or the tied rate nearest it) because the best rate beat it by less "
+                           f"than one standard error of the validation accuracy")
+    if "topadapter" in arms:
+        for arm in arms:
+            mf.add(f"param_ratio.{arm}", [a / b for a, b in zip(col(arm, "trainable"), col("topadapter", "trainable"))],
+                   unit="ratio", direction="none",
+                   description=f"{LABELS[arm]}: trainable parameters / TopAdapter's (counted on the built models; "
+                               f"1 = the same budget)")
     if "topadapter" in arms and "full_ft" in arms:
         mf.add("acc_gap.topadapter_vs_full_ft",
                [a - b for a, b in zip(col("topadapter", "test_acc"), col("full_ft", "test_acc"))],
                unit="accuracy", direction="higher",
                description="TopAdapter minus full fine-tuning, paired per seed (the comparability margin)")
     for arm in arms:
-        mf.add(f"lr_at_grid_edge.{arm}", [float(at_grid_edge(lr, s["lr_grid"])) for lr in col(arm, "lr")],
-               unit="flag (1 = edge)", direction="none",
-               description=f"{LABELS[arm]}: 1 where the seed's picked learning rate is the lowest or highest rate of "
-                           f"the grid {s['lr_grid']} (its optimum may lie outside the grid; the mean is the share of seeds)")
+        mf.add(f"tuned_interior.{arm}", [float(not at_grid_edge(lr, s["lr_grid"])) for lr in col(arm, "lr")],
+               unit="flag (1 = interior)", direction="none",
+               description=f"{LABELS[arm]}: 1 where the seed's picked learning rate is an interior rate of the grid "
+                           f"{s['lr_grid']}, 0 at its lowest or highest rate (the optimum may lie outside the grid)")
     audit = summary["audit"]
-    mf.add("test_clouds_in_train", [float(audit["test_in_train"] + audit["val_in_train"])] * len(seeds),
+    per_seed = audit.get("per_seed")
+    mf.add("test_clouds_in_train", [float(per_seed[str(sd)]["test_in_train"] + per_seed[str(sd)]["val_in_train"])
+                                    for sd in seeds] if per_seed else
+           [float(audit["test_in_train"] + audit["val_in_train"])] * len(seeds),
            unit="clouds", direction="lower",
            description="validation or test clouds identical to a training cloud (the split's audit: must be 0)")
     mf.add("classes_in_both_domains", [float(len(audit["classes_in_both_domains"]))] * len(seeds), unit="classes",

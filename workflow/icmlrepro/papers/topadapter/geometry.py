@@ -73,3 +73,32 @@ def simplex_features(rel: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     outer = (n.unsqueeze(-1) * n.unsqueeze(-2))[..., iu[0], iu[1]]
     f2 = torch.cat([outer, (area / r**2).unsqueeze(-1)], -1)
     return f0, f1, f2
+
+
+def simplex_table(rel: torch.Tensor, scales) -> torch.Tensor:
+    """Every scale's raw simplex features of each patch in one tensor (B, G, sum(scales), D0 + D1 + D2): the rows
+    of scale k are k simplices, the columns [0D | 1D | 2D]. They depend on the points only, so the trainer computes
+    them once per split (not once per step and seed); ``rotate_table_z`` follows the rotation augmentation."""
+    return torch.cat([torch.cat(simplex_features(rel, k), -1) for k in scales], -2)
+
+
+def table_slices(scales) -> dict[int, slice]:
+    """The rows of each scale in a ``simplex_table`` built with ``scales``."""
+    out, start = {}, 0
+    for k in scales:
+        out[k] = slice(start, start + k)
+        start += k
+    return out
+
+
+def rotate_table_z(table: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    """The table of the rotated patches (R: (B, 3, 3) per cloud): offsets and edges rotate, lengths and areas do
+    not, a normal's outer product n n^T becomes R n n^T R^T (equal to recomputing the features after rotating)."""
+    f0, f1, f2 = table[..., :D0], table[..., D0:D0 + D1], table[..., D0 + D1:]
+    rot = lambda v: torch.einsum("bgsj,bij->bgsi", v, R)  # noqa: E731
+    iu = torch.triu_indices(3, 3)
+    M = table.new_zeros(*table.shape[:-1], 3, 3)
+    M[..., iu[0], iu[1]] = f2[..., :6]
+    M[..., iu[1], iu[0]] = f2[..., :6]
+    M = torch.einsum("bij,bgsjk,blk->bgsil", R, M, R)[..., iu[0], iu[1]]
+    return torch.cat([rot(f0[..., :3]), f0[..., 3:], rot(f1[..., :3]), f1[..., 3:], M, f2[..., 6:]], -1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .geometry import D0, D1, D2, simplex_features
+from .geometry import D0, D1, D2, simplex_features, table_slices
 
 VARIANTS = ("full", "no_totransfer", "no_2d", "single_scale", "fixed_fusion", "noise_topology")
 WIDTHS = (D0, D1, D2)
@@ -35,25 +35,29 @@ def matched_noise(f: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
 
 
 class SimplexGenerator(nn.Module):
-    def __init__(self, scales, dims, dt: int, noise: bool = False):
+    def __init__(self, scales, dims, dt: int, noise: bool = False, table_scales=None):
         super().__init__()
         self.scales, self.dims, self.noise = tuple(scales), tuple(dims), noise
+        self.rows = table_slices(table_scales if table_scales is not None else scales)  # layout of a simplex table
         self.enc = nn.ModuleDict({f"k{k}_d{q}": nn.Sequential(nn.Linear(WIDTHS[q], dt), nn.GELU())
                                   for k in self.scales for q in self.dims})
         self.fuse = nn.Sequential(nn.Linear(len(self.enc) * dt, dt), nn.GELU())
         self.gen: torch.Generator | None = None  # set by the trainer for reproducible noise
 
-    def raw(self, rel: torch.Tensor) -> dict[str, torch.Tensor]:
+    def raw(self, rel: torch.Tensor, table: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The raw features per (scale, dimension): computed from ``rel``, or read from a precomputed
+        ``geometry.simplex_table`` (the same numbers, computed once per split)."""
         out = {}
+        cols = (slice(0, D0), slice(D0, D0 + D1), slice(D0 + D1, D0 + D1 + D2))
         for k in self.scales:
-            feats = simplex_features(rel, k)
+            feats = simplex_features(rel, k) if table is None else [table[..., self.rows[k], c] for c in cols]
             for q in self.dims:
                 f = feats[q]
                 out[f"k{k}_d{q}"] = matched_noise(f, self.gen) if self.noise else f
         return out
 
-    def forward(self, rel: torch.Tensor) -> torch.Tensor:  # (B, G, K, 3) -> (B, G, dt)
-        raw = self.raw(rel)
+    def forward(self, rel: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:  # (B, G, K, 3) -> (B, G, dt)
+        raw = self.raw(rel, table)
         return self.fuse(torch.cat([self.enc[name](raw[name]).amax(-2) for name in self.enc], -1))
 
 
@@ -63,9 +67,9 @@ class TopAdapter(nn.Module):
         if variant not in VARIANTS:
             raise KeyError(variant)
         self.variant = variant
-        scales = [max(scales)] if variant == "single_scale" else scales
         dims = (0, 1) if variant == "no_2d" else (0, 1, 2)
-        self.generator = SimplexGenerator(scales, dims, dt, noise=variant == "noise_topology")
+        self.generator = SimplexGenerator([max(scales)] if variant == "single_scale" else scales, dims, dt,
+                                          noise=variant == "noise_topology", table_scales=scales)
         self.inject = nn.ModuleList(nn.Linear(dt, d) for _ in range(depth))
         for p in self.inject:
             nn.init.zeros_(p.weight)
@@ -84,10 +88,10 @@ class TopAdapter(nn.Module):
             return torch.sigmoid(self.gate_logit[layer]).expand_as(h)
         return torch.sigmoid(self.gate[layer](torch.cat([h, s], -1)))
 
-    def forward(self, bb, rel, centers):
+    def forward(self, bb, rel, centers, topo=None):
         x, pos = bb.tokens(rel, centers)
         G = rel.shape[1]
-        s0 = self.generator(rel)
+        s0 = self.generator(rel, topo)
         state = {"s": s0}
 
         def before(layer, h):

@@ -1,26 +1,37 @@
-"""One arm (a job runs a group of arms): for every seed, train on the downstream task at every learning rate of the grid (the same grid,
-epochs and batch for every arm), pick the rate by validation accuracy, report its test accuracy.
+"""One arm (a job runs a group of arms): for every learning rate of the grid (the same grid, epochs and batch for
+every arm) train every seed, pick the rate per seed on validation (ties within the selection's standard error go
+to the default rate), report its test accuracy.
 
 Arms: ``head`` (linear head on the frozen pretrained backbone), ``head_random`` (the same on a random-init
 backbone: how much pretraining gives), ``full_ft`` (everything trained), ``lora`` (peft), ``idpt``, ``dapt``,
 ``point_peft`` (peft_baselines.py), ``topadapter`` and its ablations / control (method.py VARIANTS).
-Every arm of a seed starts from that seed's pretrained backbone; the head and adapter initialisation and the
-batch order are seeded per (seed, arm).
+Every arm of a seed starts from that seed's pretrained backbone; the head and adapter initialisation
+(``init_seed(seed, "topadapter", arm)``, the same at every rate) and the batch order are seeded per (seed, arm).
+
+Parameter budgets: with ``match_params`` the width of each sized baseline (LoRA's rank; the bottleneck of the
+IDPT-, DAPT- and Point-PEFT-style modules) is the one whose trainable-parameter count, counted on the built
+model, is nearest TopAdapter's (``matched_widths``), so "beats the PEFT methods" compares equal budgets.
+
+Seeds are trained ``seed_batch`` at a time as one vmapped model (``icmlrepro.core.seedbatch.SeedBatch``): the
+same initialisation, batch order and AdamW steps as each seed alone, to float rounding (tests/test_topadapter.py).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
 import torch
 
 from icmlrepro.core.io import read_torch, write_json
-from icmlrepro.core.seeding import derive_seed, seed_everything
-from icmlrepro.core.tuning import at_grid_edge
+from icmlrepro.core.seedbatch import SeedBatch, init_seed
+from icmlrepro.core.seeding import derive_seed
+from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
 
 from .backbone import new_backbone
-from .fitting import Classifier, accuracy, count_params, fit
+from .fitting import Classifier, accuracy_batched, count_params, fit_batched, freeze_like
+from .geometry import simplex_table
 from .method import VARIANTS, TopAdapter
 from .peft_baselines import DAPT, IDPT, NoAdapter, PointPEFT, add_lora
 
@@ -29,63 +40,150 @@ TOPADAPTER_ARMS = {"topadapter": "full", **{v: v for v in VARIANTS if v != "full
 ARMS = BASELINES + tuple(TOPADAPTER_ARMS)
 
 
-def build(arm: str, state: dict | None, s: dict, n_classes: int) -> Classifier:
-    """The arm's classifier: the pretrained backbone (frozen unless ``full_ft``), its adapter, a fresh head."""
+WIDTH_ARMS = ("lora", "idpt", "dapt", "point_peft")  # baselines whose width is sized to TopAdapter's budget
+
+
+def build(arm: str, state: dict | None, s: dict, n_classes: int, width: int | None = None) -> Classifier:
+    """The arm's classifier: the pretrained backbone (frozen unless ``full_ft``), its adapter, a fresh head.
+    ``width``: LoRA's rank or the baseline's bottleneck (default: ``lora_rank`` / ``adapter_dim``)."""
     bb = new_backbone(s)
-    if arm != "head_random":
+    if arm != "head_random" and state is not None:
         bb.load_state_dict(state)
     d, depth, r, P = s["d"], s["depth"], s["adapter_dim"], s["n_prompts"]
+    w = width if width is not None else (s["lora_rank"] if arm == "lora" else r)
     if arm in TOPADAPTER_ARMS:
         adapter = TopAdapter(d, depth, s["topo_dim"], r, s["scales"], TOPADAPTER_ARMS[arm])
     else:
-        adapter = {"idpt": lambda: IDPT(d, depth, r, P), "dapt": lambda: DAPT(d, depth, r, P),
-                   "point_peft": lambda: PointPEFT(d, depth, r, P, s["k_patches"])}.get(arm, NoAdapter)()
+        adapter = {"idpt": lambda: IDPT(d, depth, w, P), "dapt": lambda: DAPT(d, depth, w, P),
+                   "point_peft": lambda: PointPEFT(d, depth, w, P, s["k_patches"])}.get(arm, NoAdapter)()
     for p in bb.parameters():
         p.requires_grad_(arm == "full_ft")
     if arm == "lora":
-        bb = add_lora(bb, s["lora_rank"], 2.0 * s["lora_rank"])
+        bb = add_lora(bb, w, 2.0 * w)
         for name, p in bb.named_parameters():
             p.requires_grad_("lora_" in name)
     return Classifier(bb, adapter, n_classes)
 
 
-def _fix_noise(model: Classifier, seed: int, arm: str, what: str) -> None:
-    """The noise control draws its noise from a seeded generator (training and evaluation separately)."""
-    gen = getattr(model.adapter, "generator", None)
+def trainable_of(arm: str, s: dict, n_classes: int, width: int | None = None) -> int:
+    """Trainable parameters of the arm as built (no pretrained weights needed to count them)."""
+    return count_params(build(arm, None, s, n_classes, width))[0]
+
+
+def matched_widths(s: dict, n_classes: int) -> dict[str, int]:
+    """Each sized baseline's width: with ``match_params``, the width whose built trainable count is nearest
+    TopAdapter's (ties: the smaller); else the configured ``lora_rank`` / ``adapter_dim``."""
+    if not s.get("match_params", False):
+        return {a: s["lora_rank"] if a == "lora" else s["adapter_dim"] for a in WIDTH_ARMS}
+    target = trainable_of("topadapter", s, n_classes)
+    out = {}
+    for arm in WIDTH_ARMS:  # the count grows with the width: double, then bisect for the first width >= target
+        count = functools.lru_cache(None)(lambda w, arm=arm: trainable_of(arm, s, n_classes, w))
+        hi = 1
+        while count(hi) < target and hi < 64 * s["d"]:
+            hi *= 2
+        lo = hi // 2 + 1 if hi > 1 else 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if count(mid) < target else (lo, mid)
+        out[arm] = min((w for w in (hi - 1, hi) if w >= 1), key=lambda w: (abs(count(w) - target), w))
+    return out
+
+
+def build_seed_batch(arm: str, states: dict, s: dict, n_classes: int, seeds, width: int | None = None):
+    """The arm's classifiers for ``seeds`` (seed k's built from its own backbone, under its own init seed) as one
+    SeedBatch, frozen parameters kept frozen; returns (batch, one copy as built, for counting)."""
+    queue = list(seeds)
+    built = []
+
+    def make():
+        m = build(arm, states.get(queue.pop(0)) if states else None, s, n_classes, width)
+        built.append(m)
+        return m
+
+    batch = SeedBatch(make, seeds, "topadapter", arm)
+    freeze_like(batch, built[0])
+    return batch, built[0]
+
+
+def build_alone(arm: str, state: dict | None, s: dict, n_classes: int, seed: int, width: int | None = None):
+    """One seed's classifier exactly as SeedBatch builds it (the reference of the batch-equals-alone test)."""
+    torch.manual_seed(init_seed(seed, "topadapter", arm))
+    return build(arm, state, s, n_classes, width)
+
+
+def train_rngs(seeds, arm: str, lr: float) -> list[np.random.Generator]:
+    return [np.random.default_rng(derive_seed(seed, "topadapter", "train", arm, lr)) for seed in seeds]
+
+
+def _noise_seed(model, seeds, arm: str, lr: float, what: str) -> None:
+    """The noise control draws its noise inside vmap (different per seed) from torch's global generator, seeded
+    per (seeds of the batch, arm, rate, phase): reproducible, but a seed's noise depends on its batch-mates."""
+    gen = getattr(model.adapter, "generator", None) if hasattr(model, "adapter") else None
     if gen is not None and gen.noise:
-        gen.gen = torch.Generator().manual_seed(derive_seed(seed, "topadapter", "noise", arm, what))
+        torch.manual_seed(derive_seed(0, "topadapter", "noise", arm, lr, what, *seeds))
 
 
-def run_seed(arm: str, data: dict, state: dict, s: dict, seed: int) -> dict:
-    n_classes = len(data["classes"])
-    rows = []
+def add_simplex_tables(data: dict, scales) -> None:
+    """Each split's simplex table (geometry.simplex_table), once: the simplex generator reads it instead of
+    recomputing the kNN complexes at every step for every seed (rotated with the clouds during training)."""
+    for split in ("train", "val", "test"):
+        if "topo" not in data[split]:
+            data[split]["topo"] = simplex_table(data[split]["rel"], scales)
+
+
+def run_arm(arm: str, data: dict, states: dict, s: dict, widths: dict[str, int] | None = None) -> dict:
+    """Every seed x rate of one arm (``data[seed]``: that replicate's downstream splits); per seed the grid, the
+    validation pick (ties to ``lr_default`` within one standard error of the best validation accuracy) and its
+    test accuracy."""
+    seeds = [int(x) for x in s["seeds"]]
+    n_classes = len(data[seeds[0]]["classes"])
+    width = (widths or {}).get(arm)
+    k = int(s.get("seed_batch", len(seeds)))
+    chunks = [seeds[i:i + k] for i in range(0, len(seeds), k)]
+    grid = {seed: [] for seed in seeds}
+    ref = None
+    topo = arm in TOPADAPTER_ARMS
+    if topo:
+        for seed in seeds:
+            add_simplex_tables(data[seed], s["scales"])
     for lr in s["lr_grid"]:
-        rng = seed_everything(derive_seed(seed, "topadapter", "train", arm, lr))
-        torch.manual_seed(derive_seed(seed, "topadapter", "init", arm))  # same init at every rate
-        model = build(arm, state, s, n_classes)
-        _fix_noise(model, seed, arm, "train")
-        t0 = time.perf_counter()
-        losses = fit(model, data["train"], s["epochs"], s["batch"], lr, rng)
-        seconds = time.perf_counter() - t0
-        _fix_noise(model, seed, arm, "val")
-        val = accuracy(model, data["val"])
-        _fix_noise(model, seed, arm, "test")
-        rows.append({"lr": lr, "val_acc": val, "test_acc": accuracy(model, data["test"]),
-                     "train_seconds": seconds, "final_loss": float(np.mean(losses[-5:]))})
-    trainable, total = count_params(model)
-    best = max(range(len(rows)), key=lambda i: (rows[i]["val_acc"], -i))  # ties: the smaller rate
-    return {"grid": rows, "chosen": best, "chosen_lr": rows[best]["lr"], "test_acc": rows[best]["test_acc"],
-            "val_acc": rows[best]["val_acc"], "at_grid_edge": at_grid_edge(rows[best]["lr"], s["lr_grid"]),
-            "trainable": trainable, "total": total,
-            "train_seconds": float(np.mean([r["train_seconds"] for r in rows]))}
+        for chunk in chunks:
+            batch, ref = build_seed_batch(arm, states, s, n_classes, chunk, width)
+            _noise_seed(ref, chunk, arm, lr, "train")
+            t0 = time.perf_counter()
+            losses = fit_batched(batch, [data[sd]["train"] for sd in chunk], s["epochs"], s["batch"], lr,
+                                 train_rngs(chunk, arm, lr), topo=topo)
+            seconds = (time.perf_counter() - t0) / len(chunk)
+            _noise_seed(ref, chunk, arm, lr, "val")
+            val = accuracy_batched(batch, [data[sd]["val"] for sd in chunk], topo=topo)
+            _noise_seed(ref, chunk, arm, lr, "test")
+            test = accuracy_batched(batch, [data[sd]["test"] for sd in chunk], topo=topo)
+            for i, seed in enumerate(chunk):
+                grid[seed].append({"lr": lr, "val_acc": val[i], "test_acc": test[i], "train_seconds": seconds,
+                                   "final_loss": float(np.mean(losses[-5:, i]))})
+    trainable, total = count_params(ref)
+    n_val = len(data[seeds[0]]["val"]["labels"])
+    out = {}
+    for seed, rows in grid.items():
+        vals = [r["val_acc"] for r in rows]
+        se = accuracy_se(max(vals), n_val)
+        pick = pick_with_ties(s["lr_grid"], vals, s["lr_default"], tolerance=se)
+        r = rows[pick.index]
+        out[str(seed)] = {"grid": rows, "chosen": pick.index, "chosen_lr": pick.value, "test_acc": r["test_acc"],
+                          "val_acc": r["val_acc"], "selection_se": se, "tie": bool(pick.moved_by_tie),
+                          "at_grid_edge": at_grid_edge(pick.value, s["lr_grid"]), "trainable": trainable,
+                          "total": total, "width": width, "train_seconds": float(np.mean([x["train_seconds"] for x in rows]))}
+    return {"seeds": out}
 
 
 def run(job) -> None:
     """One job per group of arms (config ``train_groups``): few jobs, each paying torch's start-up once."""
     s, group = job.params, job.wildcards.group
-    data = read_torch(job.input.downstream)
+    data = {int(seed): d for seed, d in read_torch(job.input.downstream).items()}
     backbones = read_torch(job.input.backbones)
-    out = {"group": group, "arms": {arm: {"seeds": {str(seed): run_seed(arm, data, backbones[seed]["state"], s, seed)
-                                                    for seed in s["seeds"]}}
-                                    for arm in s["train_groups"][group]}}
+    states = {int(seed): b["state"] for seed, b in backbones.items()}
+    widths = matched_widths(s, len(next(iter(data.values()))["classes"]))
+    out = {"group": group, "widths": widths,
+           "arms": {arm: run_arm(arm, data, states, s, widths) for arm in s["train_groups"][group]}}
     write_json(job.output.results, out)
