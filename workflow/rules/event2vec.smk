@@ -1,5 +1,5 @@
 # event2vec: events as Transformer tokens (resources/claims/event2vec.yaml).
-# event2vec_data -> event2vec_train (one job per arm: LR tuning on the first seed, then every seed)
+# event2vec_data -> event2vec_train (one job per arm: LR tuning on the first seed, ties to lr_default, then every seed)
 #   -> event2vec_eval -> event2vec_figures
 from icmlrepro.papers.event2vec.workflow_inputs import event2vec_model_files
 
@@ -40,7 +40,8 @@ rule event2vec_train:
         stage="event2vec.train",
         spec=paths_spec,
         settings=settings_of("event2vec", "seeds", "sensor", "d", "layers", "heads", "time_bins", "cnn_width", "point_width",
-                             "steps", "batch", "lr_grid", "event_budgets", "max_events", "res_factors"),
+                             "steps", "batch", "lr_grid", "lr_default", "order_encoding", "cnn_norm", "event_budgets",
+                             "max_events", "res_factors"),
     log:
         "results/{scale}/event2vec/logs/event2vec_train/{arm}.log",
     benchmark:

@@ -28,6 +28,23 @@ from .train import load_streams, predict, prepare
 EVENT2VEC, CONTROL = "event2vec", "event2vec_shuffled_t"
 BASELINES = ("frame_cnn", "voxel_cnn", "point_set")
 DENSE = ("frame_cnn", "voxel_cnn")
+#: test-time ablations of the trained event2vec model: which part carries the event order
+ABLATIONS = {"dt_permuted": "the time gaps permuted within each stream (events kept in order)",
+             "order_reversed": "the events fed in reverse order (time gaps reversed with them)"}
+
+
+def ablated_inputs(x: dict, mode: str, rng: np.random.Generator) -> dict:
+    """event2vec's tokens with one order signal removed: ``dt_permuted`` scrambles which gap goes with which
+    event (the time embedding's information, the recurrence still reads the events in order);
+    ``order_reversed`` feeds each stream back to front (what a model blind to order would not notice)."""
+    x = {k: v.clone() for k, v in x.items()}
+    for i, n in enumerate(x["mask"].sum(1).tolist()):
+        if mode == "dt_permuted":
+            x["dt"][i, :n] = x["dt"][i, torch.as_tensor(rng.permutation(n))]
+        else:
+            for k in ("pyx", "dt", "intensity"):
+                x[k][i, :n] = x[k][i, :n].flip(0)
+    return x
 
 
 def load_models(job, s: dict) -> dict:
@@ -50,8 +67,10 @@ def accuracy_table(models: dict, streams, labels: np.ndarray, s: dict) -> pd.Dat
     settings += [("resolution", s["max_events"], f) for f in s["res_factors"]]
     rows = []
     for (arm, seed), model in models.items():
-        for sweep, budget, factor in settings:
-            hit = predict(model, arm, streams, s, budget, factor, "test") == labels
+        extra = [(abl, s["max_events"], 1) for abl in ABLATIONS] if arm == EVENT2VEC else []
+        for sweep, budget, factor in settings + extra:
+            ablate = sweep if sweep in ABLATIONS else None
+            hit = predict(model, arm, streams, s, budget, factor, "test", ablate=ablate) == labels
             rows.append({"arm": arm, "seed": seed, "sweep": sweep, "budget": budget, "factor": factor,
                          "resolution": s["sensor"] // factor, "acc": float(hit.mean()),
                          "acc_time_defined": float(hit[timed].mean())})
@@ -135,8 +154,15 @@ def build_metrics(acc: pd.DataFrame, km: pd.DataFrame, speed: pd.DataFrame, para
                description=f"{arm}: trainable parameters")
         mf.add(f"lr.{arm}", [float(tuning[arm]["chosen_lr"])] * len(seeds), unit="learning rate", direction="none",
                description=f"{arm}: learning rate chosen on the first seed's validation accuracy")
-        mf.add(f"lr_at_grid_edge.{arm}", [float(tuning[arm]["at_grid_edge"])] * len(seeds), unit="flag",
-               direction="lower", description=f"{arm}: 1 if the chosen learning rate is an end of the grid")
+        mf.add(f"tuned_interior.{arm}", [float(not tuning[arm]["at_grid_edge"])] * len(seeds), unit="flag",
+               direction="higher", description=f"{arm}: 1 if the chosen learning rate is interior to the grid "
+                                               f"(one pick on the first seed, shared by every seed)")
+        mf.add(f"tuning_tie.{arm}", [float(tuning[arm].get("tie_to_default", False))] * len(seeds), unit="flag",
+               direction="none", description=f"{arm}: 1 if the default rate won by the tie rule (within one "
+                                             f"validation standard error of the best)")
+        mf.add(f"tuning_se.{arm}", [float(tuning[arm].get("selection_se", float("nan")))] * len(seeds),
+               unit="accuracy", direction="none",
+               description=f"{arm}: standard error of the validation accuracy the rate was picked on")
         sp = speed[speed["arm"] == arm].set_index("seed")
         mf.add(f"throughput.{arm}", [float(sp.loc[sd, "throughput"]) for sd in seeds], unit="streams/s",
                direction="higher", timing=True,
@@ -160,6 +186,22 @@ def build_metrics(acc: pd.DataFrame, km: pd.DataFrame, speed: pd.DataFrame, para
                [sp.loc[(EVENT2VEC, sd), "latency_ms"] / sp.loc[(b, sd), "latency_ms"] for sd in seeds],
                unit="ratio", direction="lower", timing=True, description=f"latency of event2vec / {b}")
     lo_n, lo_f = min(s["event_budgets"]), max(s["res_factors"])
+    lo_events, lo_res = ("events", lo_n, 1), ("resolution", s["max_events"], lo_f)
+    mf.add("acc_event2vec_minus_best_baseline@min_events",
+           vals(EVENT2VEC, lo_events) - np.max([vals(b, lo_events) for b in baselines], axis=0), unit="accuracy",
+           direction="higher", description=f"event2vec minus the best of the three baselines (per seed) with "
+                                           f"{lo_n} events per stream")
+    mf.add("acc_event2vec_minus_best_baseline@min_resolution",
+           vals(EVENT2VEC, lo_res) - np.max([vals(b, lo_res) for b in baselines], axis=0), unit="accuracy",
+           direction="higher", description=f"event2vec minus the best of the three baselines (per seed) at "
+                                           f"{s['sensor'] // lo_f}x{s['sensor'] // lo_f} pixels")
+    if EVENT2VEC in s["arms"]:
+        for abl in ABLATIONS:
+            mf.add(f"acc_time_defined.event2vec@{abl}", vals(EVENT2VEC, (abl, s["max_events"], 1), "acc_time_defined"),
+                   unit="accuracy", direction="higher",
+                   description=f"event2vec on the loop classes, {ABLATIONS[abl]} at test (no retraining)")
+            mf.add(f"acc.event2vec@{abl}", vals(EVENT2VEC, (abl, s["max_events"], 1)), unit="accuracy",
+                   direction="higher", description=f"event2vec test accuracy, {ABLATIONS[abl]} at test")
     for b in baselines:
         mf.add(f"acc_event2vec_minus_{b}@min_events",
                vals(EVENT2VEC, ("events", lo_n, 1)) - vals(b, ("events", lo_n, 1)), unit="accuracy",

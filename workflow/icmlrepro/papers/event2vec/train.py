@@ -1,7 +1,9 @@
 """Stage ``event2vec.train``: one job per arm, the same budget for every arm.
 
 Each arm tunes its learning rate over the same grid on the first seed (validation accuracy at the full event
-budget), then trains every seed at the chosen rate with equal steps and batch. Training draws, per batch, an
+budget), then trains every seed at the chosen rate with equal steps and batch. Rates whose validation accuracy
+is within one standard error of the best (``accuracy_se`` on the validation items) are a tie, and a tie goes
+to the arm's default rate (``lr_default``, the same for every arm; ``core.tuning.pick_with_ties``). Training draws, per batch, an
 event budget from the evaluation's budgets (``event_budgets`` and ``max_events``) and a resolution factor
 from ``res_factors``, uniformly: one model per arm covers every evaluated setting, in distribution, and every
 arm sees the same kind of stream (an assumption; the paper trains one model per setting). A log-uniform
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 
 from icmlrepro.core.io import read_parquet, write_json, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
-from icmlrepro.core.tuning import at_grid_edge
+from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
 
 from . import representations as R
 from .models import ARMS, build, inputs
@@ -47,9 +49,11 @@ def prepare(ev: np.ndarray, arm: str, budget: int, factor: int, sensor: int, rng
     return R.reduce_resolution(ev, factor, sensor)
 
 
-def predict(model, arm: str, streams, s: dict, budget: int, factor: int, key: str, chunk: int = 64) -> np.ndarray:
+def predict(model, arm: str, streams, s: dict, budget: int, factor: int, key: str, chunk: int = 64,
+            ablate: str | None = None) -> np.ndarray:
     """Predicted classes; the event draw depends on (sample index, budget, factor, key) only, so every arm
-    and every seed sees exactly the same events."""
+    and every seed sees exactly the same events. ``ablate`` names a test-time ablation of event2vec's tokens
+    (``evaluate.ablated_inputs``)."""
     model.eval()
     preds = []
     with torch.no_grad():
@@ -57,7 +61,12 @@ def predict(model, arm: str, streams, s: dict, budget: int, factor: int, key: st
             batch = [prepare(ev, arm, budget, factor, s["sensor"],
                              np.random.default_rng(derive_seed(i + j, "event2vec", key, budget, factor)))
                      for j, ev in enumerate(streams[i:i + chunk])]
-            preds.append(model(**inputs(arm, batch, s)).argmax(1).numpy())
+            x = inputs(arm, batch, s)
+            if ablate is not None:
+                from .evaluate import ablated_inputs
+
+                x = ablated_inputs(x, ablate, np.random.default_rng(derive_seed(i, "event2vec", "ablate", ablate)))
+            preds.append(model(**x).argmax(1).numpy())
     return np.concatenate(preds) if preds else np.zeros(0, int)
 
 
@@ -102,7 +111,10 @@ def run(job) -> None:
         tuning.append({"lr": lr, "val_acc": acc, "final_loss": float(np.mean(losses[-10:])) if losses else None,
                        "train_seconds": time.perf_counter() - t0})
         models[(seeds[0], lr)] = (model, losses, tuning[-1]["train_seconds"])
-    best = max(tuning, key=lambda r: (r["val_acc"], -r["lr"]))["lr"]  # ties: the smaller rate
+    scores = [r["val_acc"] for r in tuning]
+    se = accuracy_se(max(scores), len(va))
+    pick = pick_with_ties(s["lr_grid"], scores, s["lr_default"], higher_is_better=True, tolerance=se)
+    best = pick.value
     out = {}
     for seed in seeds:
         if (seed, best) in models:
@@ -113,5 +125,7 @@ def run(job) -> None:
             secs = time.perf_counter() - t0
         out[seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": secs}
     write_torch(job.output.models, {"arm": arm, "lr": best, "seeds": out})
-    write_json(job.output.tuning, {"arm": arm, "grid": tuning, "chosen_lr": best,
+    write_json(job.output.tuning, {"arm": arm, "grid": tuning, "chosen_lr": best, "best_lr_by_score": pick.best,
+                                   "tied": pick.tied, "selection_se": se, "val_items": int(len(va)),
+                                   "default_lr": s["lr_default"], "tie_to_default": bool(pick.moved_by_tie),
                                    "at_grid_edge": at_grid_edge(best, s["lr_grid"])})
