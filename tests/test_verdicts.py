@@ -147,6 +147,17 @@ def test_undecided_gate_blocks_too():
     assert r.verdict == V.NOT_TESTABLE and "gate baseline_band undecided" in r.reason
 
 
+def test_an_undecided_gate_says_how_many_seeds_would_decide_it_and_a_decided_one_says_nothing():
+    pc = paper_with_gate([("base_acc", ">", 0.5)])
+    gate = pc.gates[0]
+    undecided = V.judge_gate(gate, metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.55, 0.45, 0.62, 0.58]))
+    assert undecided.state == "undecided" and undecided.n_star_note.endswith("seeds (every condition would hold)")
+    n = int(undecided.n_star_note.split()[1])
+    assert n > 4 and n == replicates_to_decide(0.05, float(__import__("numpy").std([0.55, 0.45, 0.62, 0.58], ddof=1)),
+                                              0.95)
+    assert V.judge_gate(gate, metrics(gain=[0.3, 0.31, 0.29], base_acc=[0.8, 0.81, 0.79])).n_star_note == ""
+
+
 def test_planted_broken_baseline_trips_the_band_gate():
     """A baseline below its trivial reference (measured in the same run) lies outside 0.3-0.9 of the range."""
     band = Condition("acc.baseline", "between", (0.3, 0.9), floor="acc.trivial", ceiling=1.0)

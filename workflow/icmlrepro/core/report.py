@@ -176,6 +176,7 @@ def text_summary(sections: list[PaperSection]) -> str:
         lines.append(f"== {s.claims.paper} ({s.status})")
         for g in s.gates:
             lines.append(f"  gate {g.gate.id}: {g.state}" + ("" if g.state == "holds" else f" - {g.reason}")
+                         + (f"; n*: {g.n_star_note}" if g.n_star_note else "")
                          + "".join(f"\n    {c.condition.describe()}: {fmt(c.summary.mean)} "
                                    f"[{fmt(c.summary.lo)}, {fmt(c.summary.hi)}] {c.state}" for c in g.conditions))
         for r in s.results:

@@ -92,6 +92,14 @@ class GateResult:
         extra = f"; {bad.note}" if bad.note else ""
         return f"gate {self.gate.id} {word}: {cond.quantity} {s.mean:.3g}{ci} vs {cond.threshold_text}{extra}"
 
+    @property
+    def n_star_note(self) -> str:
+        """For an undecided gate, the seeds at which its undecided conditions would decide it (as for a claim:
+        the gate fails when any condition fails); empty when the gate is decided."""
+        if self.state != "undecided":
+            return ""
+        return claim_replicates([t for c in self.conditions for t in c.tests() if t[1] is not None])[1]
+
 
 @dataclass(frozen=True)
 class ClaimResult:
