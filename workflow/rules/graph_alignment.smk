@@ -1,6 +1,7 @@
 # Graph alignment as a GNN benchmark and pre-training task (resources/claims/graph_alignment.yaml).
 # graph_alignment_data -> graph_alignment_tune (per input: learning rate per model on the tuning stream)
-#   -> graph_alignment_train (per seed: every model x source x noise, headline input; extra inputs at the main noise)
+#   -> graph_alignment_train (per seed: every model x source x noise, headline input (degree at default);
+#      extra inputs (all-ones) at the main noise)
 #   -> graph_alignment_transfer (PE regression, reconstruction) -> graph_alignment_eval -> graph_alignment_figures
 from icmlrepro.papers.graph_alignment.workflow_inputs import (
     graph_alignment_encoder_files,
@@ -40,7 +41,7 @@ rule graph_alignment_tune:
         stage="graph_alignment.tune",
         spec=paths_spec,
         settings=settings_of("graph_alignment", "models", "hidden", "layers", "heads", "max_degree", "epochs",
-                             "batch_size", "lr_grid"),
+                             "batch_size", "lr_grid", "tune"),
     log:
         "results/{scale}/graph_alignment/logs/graph_alignment_tune/{inputs}.log",
     benchmark:

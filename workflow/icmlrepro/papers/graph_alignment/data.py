@@ -73,7 +73,7 @@ def transfer_sets(seed: int, p, parts: dict) -> dict:
     regression = {}
     for part, count in (("train", t["n_regression_train"]), ("test", t["n_regression_test"])):
         graphs = []
-        for n in _sizes(rng, p["n_nodes"], count):
+        for n in _sizes(rng, t["regression_n_nodes"], count):
             edges, y = regression_graph(int(n), p["degree"], rng)
             graphs.append({"n": int(n), "edges": torch.as_tensor(edges), "y": y})
         regression[part] = graphs

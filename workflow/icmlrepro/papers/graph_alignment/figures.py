@@ -1,5 +1,5 @@
-"""Figures: alignment accuracy vs difficulty per model (headline input, with chance and the raw-degree
-reference), the two inputs side by side at the main noise, ranking stability vs difficulty, transfer."""
+"""Figures: alignment accuracy vs difficulty per model (headline input, with chance, the raw-degree
+reference and the 1-WL ceiling), the two inputs side by side at the main noise, ranking stability vs difficulty, transfer."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def plot_accuracy(scores: pd.DataFrame, headline: str, path) -> None:
     fig, axes = new_figure(ncols=len(sources))
     for ax, source in zip(axes, sources):
         d = scores[scores.source == source]
-        for ref, style in zip(REFERENCES, (":", "-.")):
+        for ref, style in zip(REFERENCES, (":", "-.", "--")):
             g = d[d.model == ref].groupby("noise")["top1"].mean()
             ax.plot(g.index, g.values, style, color="grey", lw=1.5, label=ref.replace("_", " "))
         for model in [m for m in ISOTROPIC + ANISOTROPIC if m in set(d.model)]:

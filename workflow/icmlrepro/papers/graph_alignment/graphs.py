@@ -165,6 +165,34 @@ def adjacency(edges: np.ndarray, n: int) -> np.ndarray:
     return a
 
 
+def wl_colours(edges: np.ndarray, n: int) -> np.ndarray:
+    """Stable 1-WL colour refinement of a graph (start: one colour; each round a node's colour becomes
+    (its colour, the multiset of its neighbours' colours), relabelled 0..k-1) until the partition stops
+    refining. Nodes of one final colour get the same embedding from every model of the zoo (all are
+    bounded by 1-WL with all-ones or degree inputs), so they cannot be told apart."""
+    nbrs = [[] for _ in range(n)]
+    for u, v in np.asarray(edges).T.tolist():
+        nbrs[u].append(v)
+        nbrs[v].append(u)
+    col = [0] * n
+    for _ in range(n + 1):
+        sig = [(col[v], tuple(sorted(col[u] for u in nbrs[v]))) for v in range(n)]
+        relabel = {s: i for i, s in enumerate(sorted(set(sig)))}
+        new = [relabel[s] for s in sig]
+        if len(relabel) == len(set(col)):
+            break
+        col = new
+    return np.array(col, dtype=np.int64)
+
+
+def wl_topk_ceiling(edges: np.ndarray, n: int, k: int) -> float:
+    """Upper bound on the top-k recall of any 1-WL-bounded siamese model on a pair with this base graph:
+    base nodes of one WL colour get identical similarity rows, hence one top-k set, which holds at most
+    k of their (distinct) partners. sum over colour classes of min(class size, k), over n."""
+    sizes = np.bincount(wl_colours(edges, n))
+    return float(np.minimum(sizes[sizes > 0], k).sum() / n)
+
+
 REGRESSION_FAMILIES = ("watts_strogatz", "barabasi_albert", "erdos_renyi")
 
 

@@ -22,8 +22,10 @@ from torch import nn
 ISOTROPIC = ("gcn", "gin", "sgc", "tagcn")
 ANISOTROPIC = ("gat", "gatv2", "gatedgcn", "transformer", "pna", "gps")
 MODELS = ISOTROPIC + ANISOTROPIC
+# attention whose weights sum to one: on all-ones inputs it averages identical vectors (every node the same)
+ATTENTION_BLIND = ("gat", "gatv2", "transformer")
 INPUTS = ("ones", "degree")
-REFERENCES = ("chance", "degree_reference")  # scored beside the models (train.reference_scores)
+REFERENCES = ("chance", "degree_reference", "wl_ceiling")  # scored beside the models (train.reference_scores)
 PNA_AGGREGATORS = ("mean", "min", "max", "std")
 PNA_SCALERS = ("identity", "amplification", "attenuation")
 
