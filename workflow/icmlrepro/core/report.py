@@ -124,7 +124,9 @@ def figure_entry(path: Path) -> dict:
 
 
 def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Path,
-                   ci_level: float, ci_method: str, claims_dir: Path | None = None) -> list[PaperSection]:
+                   ci_level: float, ci_method: str, claims_dir: Path | None = None,
+                   errors: list[str] | None = None) -> list[PaperSection]:
+    """One section per paper of the claims registry; ``errors``: see :func:`sections_from_results`."""
     sections = []
     for paper, pc in load_all_claims(claims_dir).items():
         metrics_path = inputs.get(f"{paper}__metrics")
@@ -134,8 +136,14 @@ def build_sections(scale: str, papers: list[str], inputs: dict, results_dir: Pat
                 f"{metrics_path}: holds paper {metrics.paper!r} at scale {metrics.scale!r}, "
                 f"expected {paper!r} at {scale!r}")
         status = "run" if metrics else ("not configured" if paper not in papers else "not implemented")
-        gates = V.judge_gates(pc, metrics, level=ci_level, method=ci_method)  # judged once, shown and applied
-        sec = PaperSection(pc, V.judge_paper(pc, metrics, gates, level=ci_level, method=ci_method), status)
+        try:
+            gates = V.judge_gates(pc, metrics, level=ci_level, method=ci_method)  # judged once, shown and applied
+            sec = PaperSection(pc, V.judge_paper(pc, metrics, gates, level=ci_level, method=ci_method), status)
+        except MetricsError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
+            continue
         sec.gates = list(gates.values())
         if metrics:
             figs = sorted(k for k in inputs if k.startswith(f"{paper}__figure"))
@@ -192,11 +200,13 @@ def text_summary(sections: list[PaperSection]) -> str:
 
 
 def sections_from_results(scale: str, results_dir: Path, ci_level: float = 0.95, ci_method: str = "t",
-                          claims_dir: Path | None = None) -> list[PaperSection]:
-    """Sections for every paper whose ``metrics.json`` exists under ``results_dir`` (no figures)."""
+                          claims_dir: Path | None = None, errors: list[str] | None = None) -> list[PaperSection]:
+    """Sections for every paper whose ``metrics.json`` exists under ``results_dir`` (no figures). With
+    ``errors`` (a list), a paper whose metrics and claims disagree (a run of older code, a paper being reworked)
+    is left out and its error appended, so the other papers are still judged; without it the error is raised."""
     papers = sorted(p.parent.name for p in results_dir.glob("*/metrics.json"))
     inputs = {f"{p}__metrics": str(results_dir / p / "metrics.json") for p in papers}
-    return build_sections(scale, papers, inputs, results_dir, ci_level, ci_method, claims_dir)
+    return build_sections(scale, papers, inputs, results_dir, ci_level, ci_method, claims_dir, errors)
 
 
 def render(sections: list[PaperSection], scale: str, provenance: dict, template: Path, ci_level: float,
