@@ -5,8 +5,10 @@ random-replacement split); density-partitioned masking (equal quota from every b
 amplification (exactly the low-cosine edges, and only they, are up-weighted); Laplacian PE
 (orthonormal eigenvectors of the normalised Laplacian, deterministic sign); the contextual SBM's
 homophily; the consistency diagnostic on hand-made attention; coverage counting; density masking
-as variance reduction (equal expected rate per bin); the retrain null; and that a control arm's
-values never reproduce a claim.
+as variance reduction (equal expected rate per bin) and its per-bin sd <= 0.5 (the by_construction
+label); the paired SBM and per-seed graph draws; reconstruction error per density bin; rate choice with
+ties to the default; the retrain null; that a control arm's values never reproduce a claim; and that the
+raw-feature control wins on a planted graph whose structure carries no label information.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import pytest
 import torch
 
 from icmlrepro.core.claims import load_claims
-from icmlrepro.papers.c2gmae.data import parse_graph_name
+from icmlrepro.papers.c2gmae.data import build_graph, graph_of_seed, parse_graph_name, seed_key
 from icmlrepro.papers.c2gmae.evaluate import retrain_pairs
-from icmlrepro.papers.c2gmae.train import mask_count_sd
+from icmlrepro.papers.c2gmae.train import choose_rate, linear_probe, mask_count_sd, node_split, train_rung, load_graph
 
-from icmlrepro.papers.c2gmae.diagnostics import attention_consistency
-from icmlrepro.papers.c2gmae.graphs import contextual_sbm, digits_knn, edge_homophily, laplacian_pe
+from icmlrepro.papers.c2gmae.diagnostics import attention_consistency, recon_error_per_bin
+from icmlrepro.papers.c2gmae.graphs import contextual_sbm, digits_knn, edge_homophily, laplacian_pe, partner_of
 from icmlrepro.papers.c2gmae.heterophily import amplify, heterophilic_degree_ratio, heterophilic_edges
 from icmlrepro.papers.c2gmae.masking import (corrupt, coverage_per_bin, density_bins, density_partitioned_mask,
                                              node_density, uniform_mask)
@@ -99,12 +101,69 @@ def test_density_masking_reduces_variance_not_expected_coverage():
     assert mask_count_sd([np.array([0, 1]), np.array([0])], np.array([0, 0, 1])) == pytest.approx(0.25)
 
 
+@pytest.mark.parametrize("n,n_bins,rate", [(300, 4, 0.5), (103, 4, 0.5), (97, 3, 0.37), (120, 5, 0.6)])
+def test_density_mask_count_sd_is_at_most_half_a_node_by_construction(n, n_bins, rate):
+    """The by_construction label of density_masking_coverage: a bin's per-epoch count takes at most two
+    adjacent values (its quota, or one more), so its sd over epochs is <= 0.5 on any graph and seed."""
+    bins = density_bins(np.random.default_rng(n).random(n), n_bins)
+    gen = torch.Generator().manual_seed(n)
+    hist = [density_partitioned_mask(torch.as_tensor(bins), rate, gen).numpy() for _ in range(200)]
+    assert mask_count_sd(hist, bins) <= 0.5 + 1e-12
+    counts = np.stack([np.bincount(bins[m], minlength=n_bins) for m in hist])
+    assert np.all(counts.max(0) - counts.min(0) <= 1)
+
+
+def test_recon_error_per_bin_pools_masked_nodes_over_masks():
+    bins = torch.tensor([0, 0, 1, 1])
+    masks = [torch.tensor([0, 2]), torch.tensor([1, 2])]
+    errors = [torch.tensor([0.2, 1.0]), torch.tensor([0.4, 3.0])]
+    assert recon_error_per_bin(errors, masks, bins) == pytest.approx([0.3, 2.0])
+
+
+def test_rate_choice_ties_go_to_the_default():
+    lrs = [0.0025, 0.005, 0.01]
+    # within one SE (~0.06 at 60 nodes): the default wins, recorded as a tie
+    i, rec = choose_rate(lrs, [0.60, 0.62, 0.65], 0.005, 60)
+    assert lrs[i] == 0.005 and rec["tuning_tie"] == 1.0 and rec["tuned_interior"] == 1.0
+    assert rec["lr_best_by_score"] == 0.01 and rec["selection_se"] == pytest.approx(math.sqrt(0.65 * 0.35 / 60))
+    # a clear winner at the edge stays there and is flagged
+    i, rec = choose_rate(lrs, [0.40, 0.50, 0.90], 0.005, 60)
+    assert lrs[i] == 0.01 and rec["tuning_tie"] == 0.0 and rec["tuned_interior"] == 0.0
+
+
 def test_graph_names_set_homophily_and_signal():
-    assert parse_graph_name("csbm_h0.2") == ("csbm", 0.2, None)
-    assert parse_graph_name("csbm_h0.1_s4.5") == ("csbm", 0.1, 4.5)
-    assert parse_graph_name("digits_knn") == ("digits_knn", None, None)
+    assert parse_graph_name("csbm_h0.2") == ("csbm", 0.2, None, False)
+    assert parse_graph_name("csbm_h0.1_s4.5") == ("csbm", 0.1, 4.5, False)
+    assert parse_graph_name("csbm_h0.1_s0.5_pair") == ("csbm", 0.1, 0.5, True)
+    assert parse_graph_name("digits_knn") == ("digits_knn", None, None, False)
     with pytest.raises(ValueError):
         parse_graph_name("csbm_0.1")
+
+
+def test_graphs_are_redrawn_per_seed_and_stored_together():
+    s = {"csbm": {"n_nodes": 80, "n_classes": 4, "n_features": 6, "avg_degree": 6, "signal": 1.0},
+         "digits_knn": {"n_nodes": 80, "k": 4}, "model": {"pe_dim": 4}, "c2gmae": {"n_density_bins": 4}}
+    for name in ("csbm_h0.2_s0.5_pair", "digits_knn"):
+        a, b = build_graph(name, s, 0), build_graph(name, s, 1)
+        assert not np.array_equal(a["x"], b["x"])  # another seed, another draw
+        assert np.array_equal(a["x"], build_graph(name, s, 0)["x"])  # the same seed, the same draw
+        arrays = {seed_key(k, sd): v for sd, g in ((0, a), (1, b)) for k, v in g.items()}
+        assert all(np.array_equal(graph_of_seed(arrays, 1)[k], b[k]) for k in b)
+    with pytest.raises(KeyError):
+        graph_of_seed(arrays, 7)
+
+
+def test_paired_sbm_joins_each_class_to_its_partner_only():
+    """Heterophilic with label information in the structure: every between-class edge joins partners."""
+    vals = []
+    for seed in range(3):
+        g = contextual_sbm(400, 4, 8, 8, 0.1, 1.0, seed=seed, paired=True)
+        ya, yb = g["y"][g["edge_index"][0]], g["y"][g["edge_index"][1]]
+        assert np.all((ya == yb) | (yb == partner_of(4)[ya]))
+        vals.append(edge_homophily(g["edge_index"], g["y"]))
+    assert abs(np.mean(vals) - 0.1) < 0.03
+    with pytest.raises(ValueError):
+        partner_of(5)
 
 
 def test_retrain_null_pairs_a_rung_with_itself():
@@ -122,8 +181,13 @@ def test_retrain_null_pairs_a_rung_with_itself():
 def test_a_control_arm_is_not_reproduced():
     """GraphMAE's (or the rung without the part's) values, or the retrain null's, substituted for the
     method's never reproduce a claim; every claim names a control."""
-    assert check_controls_decide("c2gmae") >= 8
-    assert all(c.controls for c in load_claims("c2gmae").claims)
+    assert check_controls_decide("c2gmae") >= 11
+    claims = load_claims("c2gmae").claims
+    assert {c.id for c in claims if c.by_construction} == {"density_masking_coverage"}
+    assert all(c.controls for c in claims if not c.by_construction)
+    controls = {c.id: set(c.controls) for c in claims}
+    assert {"probe_acc.raw_features.heterophilic", "probe_acc.mlp.heterophilic"} <= controls["heterophilic_amplification"]
+    assert "recon_bin_rel_spread.pe" in controls["density_masking_even_reconstruction"]
 
 
 def test_node_density_is_mean_cosine_to_two_hop_neighbours():
@@ -248,3 +312,22 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     check_smoke_paper(smoke_run, "c2gmae", ("ladder_accuracy.png", "accuracy_vs_homophily.png",
                                             "consistency_vs_reconstruction.png", "coverage_by_density_bin.png"),
                       lambda name: name == "train_seconds")
+
+
+def test_raw_feature_control_can_win_where_structure_carries_nothing():
+    """The raw-feature control of the heterophilic claim is a credible competitor: on a heterophilic SBM whose
+    between-class edges spread over all classes and whose features are strong (the first miniature's graphs),
+    the probe on raw features beats a trained GraphMAE; on a paired SBM with weak features (the structure
+    names the class) GraphMAE beats it. Planted cases, one seed, small models."""
+    s = {"csbm": {"n_nodes": 200, "n_classes": 4, "n_features": 16, "avg_degree": 8, "signal": 2.0},
+         "digits_knn": {"n_nodes": 200, "k": 5},
+         "model": {"hidden": 16, "heads": 2, "layers": 2, "in_drop": 0.2, "attn_drop": 0.1, "pe_dim": 4, "n_basis": 4},
+         "c2gmae": {**SETTINGS["c2gmae"], "n_density_bins": 4, "hetero_quantile": 0.2},
+         "train": {"epochs": 60, "weight_decay": 2e-4, "mask_rate": 0.5, "replace_rate": 0.05, "sce_gamma": 3.0}}
+    gaps = {}
+    for name in ("csbm_h0.1_s4", "csbm_h0.1_s0.5_pair"):
+        g, y = load_graph(build_graph(name, s, 0), s)
+        split = node_split(len(y), 0, 0.2, 0.2)
+        model, _, _ = train_rung(g, "graphmae", 0.005, s, 0)
+        gaps[name] = linear_probe(model.embed(g).numpy(), y, split, 1.0)[1] - linear_probe(g.x.numpy(), y, split, 1.0)[1]
+    assert gaps["csbm_h0.1_s4"] < -0.2 and gaps["csbm_h0.1_s0.5_pair"] > 0.2, gaps

@@ -1,5 +1,5 @@
 # C2-GMAE: consistency- and coverage-aware graph masked auto-encoder (resources/claims/c2gmae.yaml).
-# c2gmae_data (graph) -> c2gmae_train (graph x seed, whole ladder) -> c2gmae_eval -> c2gmae_figures
+# c2gmae_data (graph, every seed's draw) -> c2gmae_train (graph, every seed, whole ladder) -> c2gmae_eval -> c2gmae_figures
 from icmlrepro.papers.c2gmae.workflow_inputs import c2gmae_train_files
 
 
@@ -16,7 +16,7 @@ rule c2gmae_data:
     benchmark:
         "results/{scale}/c2gmae/benchmarks/c2gmae_data/{graph}.tsv"
     wildcard_constraints:
-        graph=r"csbm_h[0-9.]+(_s[0-9.]+)?|digits_knn",
+        graph=r"csbm_h[0-9.]+(_s[0-9.]+)?(_pair)?|digits_knn",
     threads: 1
     resources:
         mem_mb=1000,
@@ -31,24 +31,24 @@ rule c2gmae_train:
     input:
         graph=rules.c2gmae_data.output.graph,
     output:
-        rungs="results/{scale}/c2gmae/train/{graph}/seed{seed}/rungs.parquet",
-        bins="results/{scale}/c2gmae/train/{graph}/seed{seed}/bins.parquet",
-        curves="results/{scale}/c2gmae/train/{graph}/seed{seed}/curves.parquet",
-        refs="results/{scale}/c2gmae/train/{graph}/seed{seed}/refs.parquet",
+        rungs="results/{scale}/c2gmae/train/{graph}/rungs.parquet",
+        bins="results/{scale}/c2gmae/train/{graph}/bins.parquet",
+        curves="results/{scale}/c2gmae/train/{graph}/curves.parquet",
+        refs="results/{scale}/c2gmae/train/{graph}/refs.parquet",
     params:
         stage="c2gmae.train",
         spec=paths_spec,
-        settings=settings_of("c2gmae", "model", "c2gmae", "train", "eval", "rungs"),
+        settings=settings_of("c2gmae", "seeds", "model", "c2gmae", "train", "eval", "rungs"),
     log:
-        "results/{scale}/c2gmae/logs/c2gmae_train/{graph}-seed{seed}.log",
+        "results/{scale}/c2gmae/logs/c2gmae_train/{graph}.log",
     benchmark:
-        "results/{scale}/c2gmae/benchmarks/c2gmae_train/{graph}-seed{seed}.tsv"
+        "results/{scale}/c2gmae/benchmarks/c2gmae_train/{graph}.tsv"
     wildcard_constraints:
-        graph=r"csbm_h[0-9.]+(_s[0-9.]+)?|digits_knn",
+        graph=r"csbm_h[0-9.]+(_s[0-9.]+)?(_pair)?|digits_knn",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 1500 * attempt,
-        runtime=lambda wildcards, attempt: 20 * attempt,
+        runtime=lambda wildcards, attempt: (1440 if wildcards.scale == "paper" else 60) * attempt,  # all seeds of a graph
     conda:
         ENV
     shell:

@@ -1,8 +1,9 @@
 """Per-seed metrics of the ladder: probe accuracy, part-by-part gains, the two diagnostics.
 
 Every metric is one value per seed; a value that summarises several graphs is the mean over
-those graphs for that seed. Graphs whose measured edge homophily is below ``heterophilic_below``
-form the heterophilic group (suffix ``.heterophilic``), the rest the homophilic one.
+those graphs for that seed. Graphs whose measured edge homophily (mean over the seeds' draws) is
+below ``heterophilic_below`` form the heterophilic group (suffix ``.heterophilic``), the rest the
+homophilic one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import pandas as pd
 
 from icmlrepro.core.io import read_json, read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
-from icmlrepro.core.tuning import at_grid_edge
 
 # Each part of C2-GMAE is the step between two adjacent rungs of the ladder.
 PARTS = {"pe": ("graphmae", "pe"), "density_masking": ("pe", "pe_density"),
@@ -27,8 +27,8 @@ def load_tables(job_input, s: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     table with only their test accuracy."""
     info = pd.DataFrame([read_json(job_input[f"info_{g}"]) for g in s["graphs"]])
     info["heterophilic"] = info["edge_homophily"] < s["analysis"]["heterophilic_below"]
-    tables = {t: pd.concat([read_parquet(job_input[f"{t}_{g}_seed{sd}"]) for g in s["graphs"] for sd in s["seeds"]],
-                           ignore_index=True) for t in ("rungs", "bins", "curves", "refs")}
+    tables = {t: pd.concat([read_parquet(job_input[f"{t}_{g}"]) for g in s["graphs"]], ignore_index=True)
+              for t in ("rungs", "bins", "curves", "refs")}
     rungs = tables["rungs"].merge(info[["graph", "edge_homophily", "heterophilic"]], on="graph")
     cov = tables["bins"].groupby(["graph", "seed", "rung"])["coverage"]
     cov = pd.DataFrame({"min_bin_coverage": cov.min(), "mean_coverage": cov.mean(),
@@ -84,7 +84,6 @@ def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None
     groups = {"": rungs.graph.unique().tolist(),
               ".heterophilic": rungs[rungs.heterophilic].graph.unique().tolist(),
               ".homophilic": rungs[~rungs.heterophilic].graph.unique().tolist()}
-    rungs = rungs.assign(lr_at_edge=[float(at_grid_edge(lr, s["train"]["lrs"])) for lr in rungs.lr])
     table = rungs.set_index(["rung", "graph", "seed"]).sort_index()
 
     def per_seed(col, rung, graphs):
@@ -114,9 +113,16 @@ def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None
                    description=f"linear-probe test accuracy of {rung} on {g} (learning rate chosen on validation)")
         mf.add(f"probe_acc.{rung}", per_seed("test_acc", rung, groups[""]), unit="fraction", direction="higher",
                description=f"linear-probe test accuracy of {rung}, mean over graphs")
-        mf.add(f"lr_at_grid_edge.{rung}", per_seed("lr_at_edge", rung, groups[""]), unit="fraction",
+        mf.add(f"tuned_interior.{rung}", per_seed("tuned_interior", rung, groups[""]), unit="fraction",
                direction="none", description=f"share of graphs whose learning rate for {rung}, picked on "
-                                             f"validation accuracy, is an end of the lr grid")
+                                             f"validation accuracy (ties within one SE to the default), is "
+                                             f"inside the lr grid (1 = interior)")
+        mf.add(f"tuning_tie.{rung}", per_seed("tuning_tie", rung, groups[""]), unit="fraction",
+               direction="none", description=f"share of graphs where the default rate won {rung}'s pick by the "
+                                             f"tie rule (another rate scored higher by less than one SE)")
+        mf.add(f"selection_se.{rung}", per_seed("selection_se", rung, groups[""]), unit="fraction",
+               direction="none", description=f"standard error of {rung}'s validation accuracy at the best rate "
+                                             f"(the tie tolerance of the pick)")
         for col, unit, direction, what in (
                 ("consistency", "1 - TV distance", "higher", "consistency of neighbourhood-attention use across masks"),
                 ("min_bin_coverage", "fraction", "higher", "training coverage of the least-covered density bin"),
@@ -124,6 +130,11 @@ def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None
                 ("mean_coverage", "fraction", "higher", "training coverage, mean over density bins"),
                 ("bin_mask_count_sd", "nodes", "lower",
                  "standard deviation over epochs of a density bin's masked-node count, mean over bins"),
+                ("recon_bin_rel_spread", "fraction", "lower",
+                 "(max - min) / mean over density bins of the masked-feature reconstruction error on the "
+                 "shared evaluation masks (how unevenly the trained model covers sparse and dense regions)"),
+                ("recon_worst_bin", "SCE", "lower",
+                 "masked-feature reconstruction error of the worst-reconstructed density bin"),
                 ("recon_loss", "SCE", "lower", "masked-feature scaled cosine error on the shared evaluation masks")):
             mf.add(f"{col}.{rung}", per_seed(col, rung, groups[""]), unit=unit, direction=direction,
                    description=f"{what} ({rung}), mean over graphs")
@@ -147,6 +158,12 @@ def build_metrics(rungs: pd.DataFrame, s: dict, null: pd.DataFrame | None = None
     mf.add("coverage_c2gmae_minus_graphmae",
            per_seed("min_bin_coverage", "c2gmae", groups[""]) - per_seed("min_bin_coverage", "graphmae", groups[""]),
            unit="fraction", direction="higher", description="least-covered-bin coverage, C2-GMAE minus GraphMAE")
+    for name, (a, b) in {"density_minus_random_masking": ("pe_density", "pe"),
+                         "c2gmae_minus_graphmae": ("c2gmae", "graphmae")}.items():
+        mf.add(f"recon_bin_rel_spread_{name}",
+               per_seed("recon_bin_rel_spread", a, groups[""]) - per_seed("recon_bin_rel_spread", b, groups[""]),
+               unit="fraction", direction="lower",
+               description=f"relative spread of reconstruction error over density bins, {a} minus {b}")
     mf.add("min_bin_coverage_density_minus_random_masking",
            per_seed("min_bin_coverage", "pe_density", groups[""]) - per_seed("min_bin_coverage", "pe", groups[""]),
            unit="fraction", direction="higher",

@@ -32,26 +32,43 @@ def edge_homophily(edge_index: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(y[edge_index[0]] == y[edge_index[1]]))
 
 
-def sbm_probabilities(n: int, n_classes: int, avg_degree: float, homophily: float) -> tuple[float, float]:
+def sbm_probabilities(n: int, n_classes: int, avg_degree: float, homophily: float,
+                      paired: bool = False) -> tuple[float, float]:
     """Within- and between-block edge probabilities for balanced blocks such that the expected
-    degree is ``avg_degree`` and the expected share of within-class edges is ``homophily``."""
+    degree is ``avg_degree`` and the expected share of within-class edges is ``homophily``. With
+    ``paired`` the between-class edges join each class only to its partner class (0-1, 2-3, ...)."""
     size = n // n_classes
     n_edges = n * avg_degree / 2
     intra_pairs = n_classes * size * (size - 1) / 2
-    inter_pairs = size * size * n_classes * (n_classes - 1) / 2
+    inter_pairs = size * size * (n_classes // 2 if paired else n_classes * (n_classes - 1) / 2)
     p_in, p_out = homophily * n_edges / intra_pairs, (1 - homophily) * n_edges / inter_pairs
     if p_in > 1 or p_out > 1:
         raise ValueError(f"degree {avg_degree} with homophily {homophily} needs p > 1 (n={n})")
     return p_in, p_out
 
 
+def partner_of(n_classes: int) -> np.ndarray:
+    """The partner class of each class in a paired SBM: 0<->1, 2<->3, ... (an even number of classes)."""
+    if n_classes % 2:
+        raise ValueError(f"a paired SBM needs an even number of classes, not {n_classes}")
+    return np.arange(n_classes) ^ 1
+
+
 def contextual_sbm(n: int, n_classes: int, n_features: int, avg_degree: float, homophily: float,
-                   signal: float, seed: int) -> dict:
-    """Balanced SBM with class-mean Gaussian features x = signal * mu_y + N(0, I)."""
+                   signal: float, seed: int, paired: bool = False) -> dict:
+    """Balanced SBM with class-mean Gaussian features x = signal * mu_y + N(0, I).
+
+    ``paired``: the between-class edges of a class all go to one partner class (``partner_of``), so
+    a node's neighbourhood names its class (heterophily with structure that carries label
+    information, as in bipartite-like graphs); otherwise they are spread evenly over the other classes."""
     rng = np.random.default_rng(seed)
     size = n // n_classes
-    p_in, p_out = sbm_probabilities(n, n_classes, avg_degree, homophily)
-    probs = np.full((n_classes, n_classes), p_out) + np.eye(n_classes) * (p_in - p_out)
+    p_in, p_out = sbm_probabilities(n, n_classes, avg_degree, homophily, paired)
+    if paired:
+        probs = np.eye(n_classes) * p_in
+        probs[np.arange(n_classes), partner_of(n_classes)] = p_out
+    else:
+        probs = np.full((n_classes, n_classes), p_out) + np.eye(n_classes) * (p_in - p_out)
     graph = nx.stochastic_block_model([size] * n_classes, probs.tolist(), seed=int(rng.integers(2**31)))
     y = np.repeat(np.arange(n_classes), size)
     means = rng.normal(size=(n_classes, n_features))

@@ -1,8 +1,11 @@
-"""Train the whole ladder on one graph for one seed, then probe and diagnose each rung.
+"""Train the whole ladder on one graph for every seed (one job per graph, the graph redrawn per seed),
+then probe and diagnose each rung.
 
 Every rung gets the same budget: the same epochs and the same learning-rate grid, the rate
 picked by linear-probe accuracy on the validation nodes (test accuracy is read at that rate
-only). The probe is scikit-learn's LogisticRegression on standardised frozen embeddings, one
+only). Rates whose validation accuracy lies within one standard error of the best (the selection's
+noise on the validation nodes) are a tie, and ties go to the configured default rate
+(``core.tuning.pick_with_ties``). The probe is scikit-learn's LogisticRegression on standardised frozen embeddings, one
 random train/val/test node split per seed, shared by all rungs.
 
 Beside the ladder, on the same split: the trivial references (the same probe on the raw features,
@@ -25,6 +28,9 @@ from sklearn.preprocessing import StandardScaler
 
 from icmlrepro.core.io import read_npz, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
+
+from .data import graph_of_seed
 
 from .diagnostics import diagnose
 from .heterophily import heterophilic_degree_ratio, heterophilic_edges
@@ -32,8 +38,8 @@ from .masking import coverage_per_bin, density_partitioned_mask, uniform_mask
 from .model import LADDER, GraphTensors, MaskedGraphAutoEncoder, pe_distance
 
 
-def load_graph(path, s: dict) -> tuple[GraphTensors, np.ndarray]:
-    z = read_npz(path)
+def load_graph(z: dict, s: dict) -> tuple[GraphTensors, np.ndarray]:
+    """The tensors of one draw (the arrays of one seed, ``data.graph_of_seed``)."""
     x = torch.as_tensor(z["x"])
     ei = torch.as_tensor(z["edge_index"])
     u = torch.as_tensor(z["pe"])
@@ -109,6 +115,17 @@ def train_rung(g: GraphTensors, rung_name: str, lr: float, s: dict, seed: int, i
     return model, history, losses
 
 
+def choose_rate(lrs: list[float], val_accs: list[float], default: float, n_val: int) -> tuple[int, dict]:
+    """The learning rate by validation accuracy; rates within one standard error of the best (the
+    selection's noise on ``n_val`` nodes) tie, and ties go to ``default``. Returns the index and the
+    per-replicate record (the rate the score alone would pick, the SE, interior and tie flags)."""
+    se = accuracy_se(max(val_accs), n_val)
+    p = pick_with_ties(lrs, val_accs, default, higher_is_better=True, tolerance=se)
+    return p.index, {"lr_best_by_score": p.best, "selection_se": se,
+                     "tuned_interior": float(not at_grid_edge(p.value, lrs)),
+                     "tuning_tie": float(p.moved_by_tie and p.value == default), "n_tied": len(p.tied)}
+
+
 def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int):
     t, e = s["train"], s["eval"]
     n = g.x.shape[0]
@@ -118,26 +135,35 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int):
     bins = g.bins.numpy()
     rows, bin_rows, curves = [], [], []
 
-    def record(rung_name, init, best, total_seconds):
+    def record(rung_name, init, best, total_seconds, pick=None):
         diag = diagnose(best["model"], g, common, derive_seed(seed, "c2gmae", "diagnose"), t["sce_gamma"])
-        rows.append({"rung": rung_name, "init": init, "lr": best["lr"], "val_acc": best["val_acc"],
-                     "test_acc": best["test_acc"], "recon_loss": diag["recon_loss"],
-                     "consistency": diag["consistency"], "final_train_loss": best["losses"][-1],
-                     "bin_mask_count_sd": mask_count_sd(best["history"], bins), "train_seconds": total_seconds})
+        per_bin = np.array(diag["recon_bins"])
+        row = {"rung": rung_name, "init": init, "lr": best["lr"], "val_acc": best["val_acc"],
+               "test_acc": best["test_acc"], "recon_loss": diag["recon_loss"],
+               "recon_bin_rel_spread": float((per_bin.max() - per_bin.min()) / max(per_bin.mean(), 1e-12)),
+               "recon_worst_bin": float(per_bin.max()),
+               "consistency": diag["consistency"], "final_train_loss": best["losses"][-1],
+               "bin_mask_count_sd": mask_count_sd(best["history"], bins), "train_seconds": total_seconds}
+        if pick is not None:
+            row.update(pick)
+        rows.append(row)
+        return per_bin
 
     for rung_name in s["rungs"]:
-        best, total_seconds = None, 0.0
+        runs, total_seconds = [], 0.0
         for lr in t["lrs"]:
             start = time.perf_counter()
             model, history, losses = train_rung(g, rung_name, lr, s, seed)
             total_seconds += time.perf_counter() - start
             val, test = linear_probe(model.embed(g).numpy(), y, split, e["probe_c"])
-            if best is None or val > best["val_acc"]:
-                best = {"val_acc": val, "test_acc": test, "lr": lr, "model": model, "history": history,
-                        "losses": losses}
-        record(rung_name, 0, best, total_seconds)
+            runs.append({"val_acc": val, "test_acc": test, "lr": lr, "model": model, "history": history,
+                         "losses": losses})
+        index, pick = choose_rate(t["lrs"], [r["val_acc"] for r in runs], t["default_lr"], len(split[1]))
+        best = runs[index]
+        per_bin = record(rung_name, 0, best, total_seconds, pick)
         cov = coverage_per_bin(best["history"], bins, e["coverage_window"])
-        bin_rows += [{"rung": rung_name, "bin": b, "coverage": float(c)} for b, c in enumerate(cov)]
+        bin_rows += [{"rung": rung_name, "bin": b, "coverage": float(c), "recon_error": float(r)}
+                     for b, (c, r) in enumerate(zip(cov, per_bin))]
         curves += [{"rung": rung_name, "epoch": i, "loss": v} for i, v in enumerate(best["losses"])]
         if rung_name in e["null_rungs"]:  # the retrain null: same rung, same rate, another init
             start = time.perf_counter()
@@ -152,10 +178,14 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int):
 
 def run(job) -> None:
     s = job.params
-    seed = int(job.wildcards.seed)
-    g, y = load_graph(job.input.graph, s)
-    tables = dict(zip(("rungs", "bins", "curves", "refs"), train_ladder(g, y, s, seed)))
-    for name, df in tables.items():
-        df.insert(0, "seed", seed)
-        df.insert(0, "graph", job.wildcards.graph)
-        write_parquet(job.output[name], df)
+    arrays = read_npz(job.input.graph)
+    names = ("rungs", "bins", "curves", "refs")
+    tables = {name: [] for name in names}
+    for seed in s["seeds"]:
+        g, y = load_graph(graph_of_seed(arrays, seed), s)
+        for name, df in zip(names, train_ladder(g, y, s, int(seed))):
+            df.insert(0, "seed", int(seed))
+            df.insert(0, "graph", job.wildcards.graph)
+            tables[name].append(df)
+    for name in names:
+        write_parquet(job.output[name], pd.concat(tables[name], ignore_index=True))
