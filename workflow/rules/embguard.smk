@@ -13,7 +13,8 @@ rule embguard_data:
         stage="embguard.data",
         spec=paths_spec,
         settings=settings_of("embguard", "seeds", "grid", "cell", "n_train_base", "n_test_base", "test_fraction",
-                             "min_distractors", "max_distractors", "max_inert", "action_encoder_path"),
+                             "min_distractors", "max_distractors", "max_inert", "contrast_min",
+                             "action_encoder_path"),
     log:
         "results/{scale}/embguard/logs/embguard_data.log",
     benchmark:
@@ -45,7 +46,7 @@ rule embguard_train:
     benchmark:
         "results/{scale}/embguard/benchmarks/embguard_train/{arm}.tsv"
     wildcard_constraints:
-        arm="guard|guard_no_removal|guard_no_action_aug|guard_shuffled|observation_only",
+        arm="guard|guard_no_removal|guard_no_action_aug|guard_shuffled|observation_only|guard_confounded|salience",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (2000 if wildcards.scale != "paper" else 16000) * attempt,

@@ -12,6 +12,10 @@ four variants the published test splits are made of, sharing one layout:
   element, or an action on a neutral object) -> safe.
 - ``absent_benign`` (hazard removal): the target inert, the causal action -> safe.
 
+Training also holds, per base scenario, two ``confounded`` safe pairs (the inert image with a safe action:
+hazard and action varied at once, see ``confounded_variants``), used only by the control arm of compositional
+variation.
+
 Train and test come from disjoint combinations: the items of causal actions, the benign and neutral action
 strings, and the (target, extra element) pairs of selective scenes are split by a stable hash, so no test
 action string and no test pairing of hazards is ever trained on. Training keeps every variant with its
@@ -85,13 +89,14 @@ def base_scenarios(n: int, split: str, s: dict, rng: np.random.Generator) -> lis
         inert = list(rng.choice(others, size=int(rng.integers(0, s["max_inert"] + 1)), replace=False))
         extra = str(rng.choice([h for h in extra_pool(e.name, split, frac) if h not in inert] or others))
         if rng.random() < 0.5:
-            benign = str(rng.choice(pools["benign"][e.name]))
+            benign_pool = pools["benign"][e.name]
         else:
-            obj = neutrals[0]
-            benign = str(rng.choice(pools["neutral"][obj]))
+            benign_pool = pools["neutral"][neutrals[0]]
+        benign = str(rng.choice(benign_pool))
         layout = [(e.name, int(cells[0]))] + [(k, int(c)) for k, c in zip(neutrals + inert, cells[1:])]
         out.append({"base": f"{split}{i}", "target": e.name, "causal": causal, "benign": benign,
-                    "layout": layout, "inert": inert, "extra": extra, "extra_cell": int(cells[len(layout)])})
+                    "layout": layout, "inert": inert, "extra": extra, "extra_cell": int(cells[len(layout)]),
+                    "benign_pool": list(benign_pool)})
     return out
 
 
@@ -118,13 +123,32 @@ def variants(sc: dict) -> list[dict]:
     return rows
 
 
+def confounded_variants(sc: dict, rng: np.random.Generator) -> list[dict]:
+    """Two safe training pairs of a base scenario that vary the hazard *and* the action at once (the control of
+    compositional variation): the inert image of hazard removal with the safe action of action augmentation,
+    and the same inert image with a second safe action of the same pool (another string where the pool has one).
+
+    They keep the data of the two benign variants (every inert image, every safe action string; the active
+    image and the causal action stay in the risky pairs) and the class balance, and remove the one-factor
+    contrast: no safe pair shares its image with a risky pair, none shares its action. The labels are those of
+    the true rule (unsafe iff the action engages an active hazard), so a model trained on them could still learn
+    that rule; only the data no longer singles it out from "the image decides" or "the action decides"."""
+    absent = next(r for r in variants(sc) if r["split"] == "absent_benign")
+    others = [a for a in sc["benign_pool"] if a != sc["benign"]] or [sc["benign"]]
+    second = str(others[int(rng.integers(len(others)))])
+    return [absent | {"split": "confounded_benign", "variant": "confounded", "action": a} for a in (sc["benign"], second)]
+
+
 def build(s: dict, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
     """(pairs table, images uint8 [n_images, 3, H, W]) of the train and test sets (``pairs.image`` indexes them)."""
     rows = []
     for part, n in (("train", s["n_train_base"]), ("test", s["n_test_base"])):
         rng = np.random.default_rng(derive_seed(seed, "embguard", "scenes", part))
+        crng = np.random.default_rng(derive_seed(seed, "embguard", "confounded", part))
         for sc in base_scenarios(n, part, s, rng):
             rows += [r | {"part": part} for r in variants(sc)]
+            if part == "train":  # the control's pairs; never tested (the four published splits are)
+                rows += [r | {"part": part} for r in confounded_variants(sc, crng)]
     pairs = pd.DataFrame(rows)
     pairs["objects"] = [";".join(f"{k}@{c}:{st}" for k, c, st in r["objects"]) for r in rows]
     pairs["active"] = [",".join(r["active"]) for r in rows]
@@ -134,7 +158,7 @@ def build(s: dict, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
     first = ~scene.duplicated()
     pairs["image"] = scene.map({k: i for i, k in enumerate(scene[first])})
     rng = np.random.default_rng(derive_seed(seed, "embguard", "render"))
-    images = np.stack([render(rows[i]["objects"], s["grid"], s["cell"], rng) for i in np.flatnonzero(first)])
+    images = np.stack([render(rows[i]["objects"], s["grid"], s["cell"], rng, s.get("contrast_min", 1.0)) for i in np.flatnonzero(first)])
     actions = sorted(pairs["action"].unique())
     pairs["action_id"] = pairs["action"].map({a: i for i, a in enumerate(actions)})
     return pairs, images

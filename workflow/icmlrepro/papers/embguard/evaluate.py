@@ -2,9 +2,10 @@
 
 Besides the trained arms (train.py) two references are scored here on the same pairs:
 
-- ``salience``: the over-cautious baseline (the stand-in for large general models): flags a pair unsafe
-  whenever any hazard is visibly active, whatever the action; names the most salient active hazard (a fixed
-  priority). It reads the scene graph, i.e. it perceives perfectly: its errors are all reasoning errors.
+- ``salience_oracle``: the over-cautious rule with perfect perception: flags a pair unsafe whenever any hazard
+  is active in the scene graph, whatever the action; names the most salient active hazard (a fixed priority).
+  Its errors are all reasoning errors. A reference only: the stand-in for large general models in the claims
+  is the trained ``salience`` arm (the same policy with learned perception, train.py).
 - ``chance``: a coin flip per pair with a uniformly drawn category and hazard (the trivial reference).
 
 Metrics per arm: potential-risk accuracy per split, over the risky and benign splits and over all; the
@@ -25,7 +26,7 @@ from icmlrepro.core.seeding import derive_seed
 from .data import BENIGN, RISKY, SPLITS
 from .taxonomy import CATEGORIES, ELEMENT, HAZARDS, NONE, SALIENCE_ORDER
 
-REFERENCES = ("chance", "salience")
+REFERENCES = ("chance", "salience_oracle")
 
 
 def salience_predict(active: pd.Series) -> pd.DataFrame:
@@ -75,7 +76,7 @@ def all_predictions(job, s: dict, test: pd.DataFrame) -> pd.DataFrame:
         frames.append(join_labels(read_parquet(job.input[arm]), test[keep]))
     for seed in s["seeds"]:
         base = test[keep].reset_index(drop=True)
-        frames.append(pd.concat([base, salience_predict(base["active"])], axis=1).assign(arm="salience", seed=seed))
+        frames.append(pd.concat([base, salience_predict(base["active"])], axis=1).assign(arm="salience_oracle", seed=seed))
         frames.append(pd.concat([base, chance_predict(len(base), seed)], axis=1).assign(arm="chance", seed=seed))
     return pd.concat(frames, ignore_index=True)
 
@@ -121,10 +122,11 @@ def build_metrics(scores: pd.DataFrame, pred: pd.DataFrame, pairs: pd.DataFrame,
         mf.add(f"pair_acc.{arm}", vals(arm, "pairs", "risk_acc"), unit="accuracy", direction="higher",
                description=f"{arm}: share of test images judged right under both their causal action (unsafe) "
                            "and its safe variant (action augmentation)")
-    if "guard" in s["arms"]:
+    if "guard" in s["arms"] and "salience" in s["arms"]:
         diff = np.subtract(vals("guard", "risky", "risk_acc"), vals("salience", "risky", "risk_acc"))
         mf.add("risk_acc_guard_minus_salience.risky", diff, unit="accuracy", direction="higher",
-               description="risk accuracy on the risky splits, guard minus the over-cautious salience baseline")
+               description="risk accuracy on the risky splits, guard minus the over-cautious salience stand-in "
+                           "(learned perception)")
     trained = pred[pred["arm"].isin(s["arms"])].groupby(["arm", "seed"])["train_seconds"].first()
     for arm in s["arms"]:
         mf.add(f"train_seconds.{arm}", [float(trained.loc[(arm, sd)]) for sd in seeds], unit="s",
@@ -153,7 +155,8 @@ def examples(pred: pd.DataFrame, s: dict, per_split: int = 2) -> pd.DataFrame:
     for r in pick.itertuples(index=False):
         row = {"image": r.image, "split": r.split, "action": r.action, "unsafe": r.unsafe, "hazard": r.hazard}
         for arm in arms:
-            q = p[(p["arm"] == arm) & (p["image"] == r.image)].iloc[0]
+            # (image, split): a causal pair and its safe twin share the image
+            q = p[(p["arm"] == arm) & (p["image"] == r.image) & (p["split"] == r.split)].iloc[0]
             row[f"{arm}_unsafe"] = bool(q["pred_unsafe"])
             row[f"{arm}_explanation"] = explain(r.action, bool(q["pred_unsafe"]), q["pred_type"], q["pred_hazard"])
         rows.append(row)

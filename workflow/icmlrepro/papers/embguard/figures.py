@@ -1,5 +1,5 @@
 """EMBGuard figures: per-split potential-risk accuracy and false-positive rate per model; example test scenes
-with the action and the verdicts of the guard, the salience baseline and the observation-only classifier."""
+with the action and the verdicts of the guard, the learned salience stand-in and the observation-only classifier."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from icmlrepro.core.io import read_npy, read_parquet
 
 from .data import BENIGN, SPLITS
 
-LABELS = {"chance": "chance (coin flip)", "salience": "hazard salience (over-cautious)",
+LABELS = {"chance": "chance (coin flip)", "salience_oracle": "salience rule (perfect perception)",
+          "salience": "learned hazard salience (over-cautious stand-in)", "guard_confounded": "guard, confounded safe pairs",
           "observation_only": "observation only", "guard": "EMBGuard-style guard",
           "guard_no_removal": "guard w/o hazard removal", "guard_no_action_aug": "guard w/o action aug.",
           "guard_shuffled": "guard, shuffled actions"}
@@ -47,7 +48,8 @@ def plot_examples(ex, images: np.ndarray, path) -> None:
         ax.imshow(images[r.image].transpose(1, 2, 0), interpolation="nearest")
         verdict = lambda u: "UNSAFE" if u else "safe"  # noqa: E731
         lines = [f"[{r.split}] truth: {verdict(r.unsafe)}", textwrap.fill(f"action: {r.action}", 40),
-                 f"guard: {verdict(r.guard_unsafe)} | salience: {verdict(r.salience_unsafe)}"
+                 f"guard: {verdict(r.guard_unsafe)}"
+                 + (f" | salience: {verdict(r.salience_unsafe)}" if hasattr(r, "salience_unsafe") else "")
                  + (f" | obs-only: {verdict(r.observation_only_unsafe)}" if hasattr(r, "observation_only_unsafe") else ""),
                  textwrap.fill(r.guard_explanation, 46)]
         ax.set_title("\n".join(lines), fontsize=5.5, loc="left")

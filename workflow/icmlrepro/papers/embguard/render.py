@@ -59,10 +59,14 @@ def _draw_shape(d: ImageDraw.ImageDraw, shape: str, box: tuple[int, int, int, in
         d.rectangle((x0, cy - 1, x1, cy + 1), fill=colour)
 
 
-def render(objects: list[tuple[str, int, str]], grid: int, cell: int, rng: np.random.Generator) -> np.ndarray:
+def render(objects: list[tuple[str, int, str]], grid: int, cell: int, rng: np.random.Generator,
+           contrast_min: float = 1.0) -> np.ndarray:
     """A scene as uint8 CHW: ``objects`` are (kind, cell index, state in {active, inert, neutral}).
 
-    Icons are jittered by a pixel and the image gets mild noise, so that no two renders are identical.
+    Icons are jittered by a pixel and the image gets mild noise, so that no two renders are identical. With
+    ``contrast_min`` < 1 an active hazard's visibility varies: its mark is the inert grey moved a share
+    ``v ~ U(contrast_min, 1)`` of the way to its warning colour (a barely lit burner, a hairline crack: the
+    subtle hazards of real photos), so perception is imperfect for every model; at 1 every mark is fully salient.
     """
     size = grid * cell
     img = Image.new("RGB", (size, size), (228, 222, 210))
@@ -75,6 +79,9 @@ def render(objects: list[tuple[str, int, str]], grid: int, cell: int, rng: np.ra
         _draw_shape(d, shape, (x0, y0, x0 + cell - 7, y0 + cell - 7), body)
         if state != "neutral":
             colour = mark if state == "active" else INERT_MARK
+            if state == "active" and contrast_min < 1.0:
+                v = float(rng.uniform(contrast_min, 1.0))
+                colour = tuple(int(round(g + v * (m - g))) for g, m in zip(INERT_MARK, mark))
             d.rectangle((c * cell + 1, r * cell + 1, c * cell + 4, r * cell + 4), fill=colour)
     arr = np.asarray(img, dtype=np.int16)
     arr = arr + rng.integers(-8, 9, size=arr.shape)

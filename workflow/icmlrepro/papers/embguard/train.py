@@ -9,6 +9,15 @@ Arms (what each one removes), all with the same network size, pair budget, epoch
 - ``guard_shuffled``: the guard whose training actions are permuted across pairs (the action carries no
   information about the label: the control of action conditioning).
 - ``observation_only``: the same network without the action (one learned query).
+- ``guard_confounded``: the control of compositional variation. The same network and budget, trained on the
+  risky pairs (base, hazard augmentation) and on ``confounded`` safe pairs that vary the hazard and the action
+  at once (inert image + safe action, ``data.confounded_variants``): the data of both benign variants kept,
+  the one-factor contrast (same image, other action; same action, other state) removed. The true rule still
+  fits its labels, so it could learn it.
+- ``salience``: the stand-in for large general models. The same network without the action, trained on
+  pairs drawn from the same variants as the guard's, with the labels of generic hazard recognition (unsafe iff any hazard element is visibly active;
+  hazard and type: the scenario's element), i.e. over-cautious by its training target but with learned,
+  imperfect perception (the perfect-perception rule is kept as the reference ``salience_oracle``).
 
 Every arm trains on ``train_pairs`` pairs drawn from the variants it may use, so the ablations differ in what
 the data varies, not in how much data there is. Each seed draws its own sample and initial weights.
@@ -26,7 +35,7 @@ from icmlrepro.core.io import read_npy, read_parquet, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .model import Guard, decode, guard_loss
-from .taxonomy import HAZARD_CLASSES, TYPE_CLASSES
+from .taxonomy import ELEMENT, HAZARD_CLASSES, TYPE_CLASSES
 
 ALL_VARIANTS = ("base", "hazard_removal", "hazard_aug", "action_aug")
 ARMS = {  # arm: (variants used, sees the action, actions shuffled)
@@ -35,12 +44,24 @@ ARMS = {  # arm: (variants used, sees the action, actions shuffled)
     "guard_no_action_aug": (("base", "hazard_removal", "hazard_aug"), True, False),
     "guard_shuffled": (ALL_VARIANTS, True, True),
     "observation_only": (ALL_VARIANTS, False, False),
+    "guard_confounded": (("base", "hazard_aug", "confounded"), True, False),
+    "salience": (ALL_VARIANTS, False, False),
 }
+PRESENCE_LABELS = ("salience",)  # arms trained on "any hazard visibly active" instead of the action-conditioned label
+
+
+def presence_labels(tr: pd.DataFrame) -> pd.DataFrame:
+    """Generic hazard-recognition labels: unsafe iff any hazard element is active in the image; the named hazard
+    and type are the scenario's element (active in every such scene), ``none`` otherwise."""
+    unsafe = tr["active"].fillna("") != ""
+    return tr.assign(unsafe=unsafe, hazard=np.where(unsafe, tr["target"], "none"),
+                     risk_type=np.where(unsafe, tr["target"].map(lambda h: ELEMENT[h].category), "none"))
 
 
 def training_set(pairs: pd.DataFrame, arm: str, budget: int, rng: np.random.Generator) -> pd.DataFrame:
     """``budget`` training pairs drawn without replacement from the variants the arm may use; with
-    shuffled actions, the action ids are permuted across the drawn pairs (labels and images kept)."""
+    shuffled actions, the action ids are permuted across the drawn pairs (labels and images kept); the
+    salience stand-in gets presence labels on the same pairs."""
     allowed, _, shuffled = ARMS[arm]
     tr = pairs[(pairs["part"] == "train") & pairs["variant"].isin(allowed)].reset_index(drop=True)
     if budget > len(tr):
@@ -49,6 +70,8 @@ def training_set(pairs: pd.DataFrame, arm: str, budget: int, rng: np.random.Gene
     tr = tr.iloc[np.sort(rng.choice(len(tr), size=budget, replace=False))].reset_index(drop=True)
     if shuffled:
         tr["action_id"] = tr["action_id"].to_numpy()[rng.permutation(len(tr))]
+    if arm in PRESENCE_LABELS:
+        tr = presence_labels(tr)
     return tr
 
 
