@@ -9,7 +9,7 @@ import torch
 
 from icmlrepro.papers.attribution_sgd import curvature, robustness, train
 from icmlrepro.papers.attribution_sgd.data import SHAPES, load_images
-from icmlrepro.papers.attribution_sgd.evaluate import curvature_link, roles
+from icmlrepro.papers.attribution_sgd.evaluate import curvature_link, learned, pick_reg_lam, roles
 from icmlrepro.papers.attribution_sgd.models import ViT, attention_matrix, build
 
 from .conftest import check_smoke_paper
@@ -146,7 +146,7 @@ def test_gd_arm_is_deterministic_full_batch():
     for seed in (0, 1):  # the batch stream depends on the seed, full-batch GD must not
         torch.manual_seed(0)
         m = build("mlp", (8, 8), 10, 8, 2)
-        train.train_arm(m, x, y, {"arm": "gd", "lr": 0.1, "batch": 0, "reg": 0.0}, 3, seed)
+        train.train_arm(m, x, y, {"arm": "gd", "lr": 0.1, "batch": 0, "reg": 0.0}, 3, seed, 2, 5.0)
         outs.append(torch.cat([p.flatten() for p in m.parameters()]))
     assert torch.equal(outs[0], outs[1])
 
@@ -164,10 +164,76 @@ def test_curvature_link_and_its_null():
     assert curvature_link(nan, roles_, 500, 0)[0] == pytest.approx(1.0)
 
 
+def test_warmup_schedule_and_clipping_share():
+    assert [train.lr_at(t, 0.3, 3) for t in range(4)] == pytest.approx([0.1, 0.2, 0.3, 0.3])
+    assert train.lr_at(0, 0.3, 0) == 0.3
+    x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
+    arm = {"arm": "sgd", "lr": 0.1, "batch": 4, "reg": 0.0}
+    shares = []
+    for clip in (1e-6, 1e6):
+        torch.manual_seed(0)
+        shares.append(train.train_arm(build("mlp", (8, 8), 10, 8, 2), x, y, arm, 5, 0, 0, clip)[1])
+    assert shares == [1.0, 0.0]
+
+
+def test_clipping_bounds_the_steps_of_a_too_high_rate():
+    x, y = torch.rand(32, 1, 8, 8), torch.randint(0, 10, (32,))
+    lr, steps, clip = 50.0, 20, 0.01
+    arm = {"arm": "gd", "lr": lr, "batch": 0, "reg": 0.0}
+    moved = {}
+    for c in (0.0, clip):  # the planted broken arm: without the clip this rate throws the weights far
+        torch.manual_seed(0)
+        m = build("mlp", (8, 8), 10, 16, 2)
+        w0 = torch.cat([p.detach().flatten().clone() for p in m.parameters()])
+        train.train_arm(m, x, y, arm, steps, 0, 0, c)
+        moved[c] = float((torch.cat([p.detach().flatten() for p in m.parameters()]) - w0).norm())
+    assert moved[clip] <= steps * lr * clip * (1 + 1e-4)
+    assert moved[0.0] > steps * lr * clip
+
+
+def test_flops_per_example_sgd_equals_gd_and_penalty_costs_more():
+    torch.manual_seed(0)
+    m = build("mlp", (8, 8), 10, 16, 2)
+    x, y = torch.rand(64, 1, 8, 8), torch.randint(0, 10, (64,))
+    before = [p.clone() for p in m.parameters()]
+    sgd = train.flops_per_example(m, x, y, {"batch": 8, "reg": 0.0})
+    gd = train.flops_per_example(m, x, y, {"batch": 0, "reg": 0.0})
+    reg = train.flops_per_example(m, x, y, {"batch": 0, "reg": 0.1})
+    assert sgd > 0 and sgd == gd and reg > 1.5 * gd  # the by-construction claim; a penalised arm would fail it
+    assert all(torch.equal(a, b) for a, b in zip(before, m.parameters()) if b.grad is None)
+
+
+def test_learned_mask_and_reg_pick_skips_collapsed_lams():
+    assert learned([0.95, 0.2, 0.37], [0.1, 0.1, 0.1]).tolist() == [True, False, False]  # 0.3 of the way: 0.37
+    grid = [0.01, 0.1, 1.0, 10.0]
+    # lam 10 collapsed (flat map: very "robust"); it must not win
+    pick = pick_reg_lam(grid, [True, True, True, False], [0.40, 0.45, 0.80, 0.99], n_eval=48)
+    assert pick["lam"] == 1.0 and pick["interior"] == 1.0 and pick["tie"] == 0.0
+    # scores within the selection's standard error tie to the middle lam (1.0), not to the best by score
+    tie = pick_reg_lam(grid, [True] * 4, [0.50, 0.52, 0.50, 0.40], n_eval=48)
+    assert tie["lam"] == 1.0 and tie["tie"] == 1.0
+    assert np.isnan(pick_reg_lam(grid, [False] * 4, [0.5] * 4, 48)["lam"])
+    edge = pick_reg_lam(grid, [True] * 4, [0.1, 0.1, 0.1, 0.9], n_eval=48)
+    assert edge["lam"] == 10.0 and edge["interior"] == 0.0
+
+
+def test_curvature_link_leaves_out_arms_that_did_not_learn():
+    roles_ = ["sgd_high", "mid", "low", "gd"]
+    rows = [{"dataset": "a", "model": "mlp", "role": r, "sharpness": s, "input_curvature": c, "learned": True}
+            for r, s, c in zip(roles_, [1, 2, 3, 4], [10, 20, 30, 40])]
+    rows.append({"dataset": "a", "model": "mlp", "role": "flat", "sharpness": 0.0, "input_curvature": 99.0,
+                 "learned": False})
+    with_flat = roles_ + ["flat"]
+    assert curvature_link(pd.DataFrame(rows), with_flat, 200, 0)[0] == pytest.approx(1.0)
+    planted = pd.DataFrame([{**r, "learned": True} for r in rows])  # counting the collapsed arm spoils it
+    assert curvature_link(planted, with_flat, 200, 0)[0] < 1.0
+
+
 # --- the smoke chain through Snakemake -------------------------------------------------------------
 @pytest.mark.integration
 def test_smoke_chain_outputs_and_verdicts(smoke_run):
     metrics = check_smoke_paper(smoke_run, "attribution_sgd",
                                 ("robustness_vs_noise.png", "curvature_link.png", "attention.png", "headline_arms.png"),
-                                lambda name: name.startswith(("train_time_ratio", "train_seconds")))
+                                lambda name: name.startswith(("train_time", "train_seconds")))
     assert max(metrics.get("attack_linf_minus_eps").values) <= 1e-6
+    assert all(v == 1.0 for v in metrics.get("flops_per_example_ratio.sgd_high_vs_gd").values)

@@ -36,7 +36,8 @@ rule attribution_sgd_train:
         stage="attribution_sgd.train",
         spec=paths_spec,
         settings=settings_of(
-            "attribution_sgd", "datasets", "headline", "sweep", "reg_lams", "steps", "n_train",
+            "attribution_sgd", "datasets", "headline", "sweep", "reg_lams", "steps", "warmup_steps", "clip_norm",
+            "n_train",
             "test_fraction", "width", "n_eval", "n_hess", "power_iters", "hutchinson_probes", "eps", "k",
             "k_tokens", "attack_steps", "smoothgrad_samples", "smoothgrad_sigma", "ig_steps",
         ),

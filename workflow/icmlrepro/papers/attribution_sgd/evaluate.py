@@ -4,6 +4,11 @@ Role names used in metric keys: ``sgd_high`` is ``sweep[0]`` (the high-noise SGD
 config), ``gd`` full-batch GD at the same learning rate and steps, ``shuffled_sgd`` / ``shuffled_gd``
 the same two on permuted labels, ``gd_reg<lam>`` the explicit input-gradient regulariser. The gain of
 SGD is ``sgd_high - gd`` (paired: same seed, initialisation, steps and evaluation inputs).
+
+An arm "learned" when its test accuracy is more than ``LEARNED`` of the way from the majority class
+to perfect (the calibration gates' bar). Arms that did not learn are left out wherever an arm is
+picked or ranked without a gate of its own: the curvature link, the noise-scale rank correlations
+and the tuning of the explicit regulariser's lam; ``unlearned_arms`` counts them per seed.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ from scipy import stats
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.core.seeding import derive_seed
-from icmlrepro.core.tuning import at_grid_edge
+from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
 
 from .data import SHAPES
 from .models import FAMILIES
 from .robustness import METHODS
 
 PERTURBATIONS = ("attack", "noise")
+LEARNED = 0.3  # share of the way from the majority class to perfect test accuracy (as the claims' gates)
 STATS = ("topk", "spearman", "kendall")
 
 
@@ -47,13 +53,21 @@ def methods_of(model: str) -> tuple[str, ...]:
     return METHODS + (("rollout",) if model.startswith("vit") else ())
 
 
+def learned(accuracy, majority) -> np.ndarray:
+    """Whether test accuracy is more than LEARNED of the way from the majority rate to 1."""
+    accuracy, majority = np.asarray(accuracy, float), np.asarray(majority, float)
+    return (accuracy - majority) / (1.0 - majority) > LEARNED
+
+
 def curvature_link(arm_table: pd.DataFrame, sweep_roles: list[str], n_perm: int, seed: int) -> tuple[float, float]:
     """Mean over (data set, model) of the Spearman correlation, across the sweep and GD arms, between
     sharpness and input curvature; and the 95th percentile of the same statistic with the pairing
     shuffled within each group (the null in which the two curvatures are unrelated)."""
     groups = [g.set_index("role").loc[sweep_roles] for _, g in arm_table.groupby(["dataset", "model"])]
-    # an arm whose training diverged has no curvature: its pair is left out; a group needs 3 pairs
-    groups = [g[np.isfinite(g["sharpness"]) & np.isfinite(g["input_curvature"])] for g in groups]
+    # an arm whose training diverged has no curvature, one that did not learn (column "learned") sits on
+    # its initial plateau: its pair is left out; a group needs 3 pairs
+    groups = [g[np.isfinite(g["sharpness"]) & np.isfinite(g["input_curvature"])
+                & (g["learned"].astype(bool) if "learned" in g else True)] for g in groups]
     groups = [g for g in groups if len(g) >= 3]
     if not groups:
         return float("nan"), float("nan")
@@ -68,10 +82,25 @@ def curvature_link(arm_table: pd.DataFrame, sweep_roles: list[str], n_perm: int,
     return stat(curv), float(np.quantile(null, 0.95))
 
 
+def pick_reg_lam(grid: list[float], ok: list[bool], scores: list[float], n_eval: int) -> dict[str, float]:
+    """The explicit regulariser's lam: the best score (top-k under attack, higher is better) among the lams
+    whose model learned (``ok``); ties within the selection's standard error go to the grid's middle lam (or
+    the middle of the eligible lams when it did not learn). NaN everywhere when no lam learned."""
+    elig = [(g, sc) for g, o, sc in zip(grid, ok, scores) if o]
+    if not elig:
+        return {"lam": float("nan"), "interior": float("nan"), "tie": float("nan"), "topk": float("nan")}
+    vals, sc = [g for g, _ in elig], [x for _, x in elig]
+    default = grid[len(grid) // 2] if grid[len(grid) // 2] in vals else vals[len(vals) // 2]
+    pick = pick_with_ties(vals, sc, default, tolerance=accuracy_se(max(sc), n_eval))
+    return {"lam": float(pick.value), "interior": float(not at_grid_edge(pick.value, grid)),
+            "tie": float(pick.moved_by_tie), "topk": float(sc[pick.index])}
+
+
 def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile:
     mf = MetricsFile("attribution_sgd", p["scale"], replicate="seed", replicates=seeds)
     role = roles(p)
     t = table.assign(role=table["arm"].map(role))
+    t = t.assign(learned=learned(t["accuracy"], t["majority_rate"]))
     r = t.set_index(["seed", "dataset", "model", "role", "perturbation", "method"]).sort_index()
     arm_table = t.drop_duplicates(["seed", "dataset", "model", "role"]).set_index(
         ["seed", "dataset", "model", "role"]).sort_index()
@@ -93,6 +122,12 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
             for col in ("sharpness", "input_curvature"):
                 mf.add(f"{col}.{ds}.{m}.{arm}", a(ds, m, arm, col), unit="", direction="none",
                        description=f"{col.replace('_', ' ')} ({ds}, {m}, {arm})")
+            mf.add(f"clipped_share.{ds}.{m}.{arm}", a(ds, m, arm, "clipped_share"), unit="fraction",
+                   direction="none", description=f"share of training steps whose gradient norm was clipped ({ds}, {m}, {arm})")
+            if (ds, m) == (hd, hm):
+                mf.add(f"train_accuracy.{ds}.{m}.{arm}", a(ds, m, arm, "train_accuracy"), unit="fraction",
+                       direction="higher", description=f"accuracy on the training images and the labels fitted "
+                                                       f"(permuted for shuffled arms) ({ds}, {m}, {arm})")
             for pert in PERTURBATIONS:
                 for meth in methods_of(m):
                     mf.add(f"attr_topk.{pert}.{ds}.{m}.{meth}.{arm}", v(ds, m, arm, pert, meth), unit="fraction",
@@ -104,11 +139,15 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
                     key = "attr_gain" if st == "topk" else f"attr_gain_{st}"
                     mf.add(f"{key}.{pert}.{ds}.{m}.{meth}", gain, unit=st, direction="higher",
                            description=f"{st} under {pert}: high-noise SGD minus full-batch GD ({ds}, {m}, {meth})")
-                noise = [t_.noise_scale for t_ in arm_table.loc[(seeds[0], ds, m)].loc[sweep_roles].itertuples()]
-                rho = [stats.spearmanr(noise, [float(r.loc[(s, ds, m, arm, pert, meth), "topk"]) for arm in sweep_roles]
-                                       ).statistic for s in seeds]
+                rho = []
+                for s in seeds:  # over the arms that learned; NaN with fewer than 3
+                    g = arm_table.loc[(s, ds, m)].loc[sweep_roles]
+                    keep = [arm for arm in sweep_roles if bool(g.loc[arm, "learned"])]
+                    rho.append(float(stats.spearmanr([float(g.loc[arm, "noise_scale"]) for arm in keep],
+                                                     [float(r.loc[(s, ds, m, arm, pert, meth), "topk"]) for arm in keep]
+                                                     ).statistic) if len(keep) >= 3 else float("nan"))
                 mf.add(f"noise_scale_rank_corr.{pert}.{ds}.{m}.{meth}", rho, unit="Spearman", direction="higher",
-                       description=f"Spearman, across the sweep and GD, of SGD noise scale lr/B vs top-k intersection "
+                       description=f"Spearman, across the sweep and GD arms that learned, of SGD noise scale lr/B vs top-k intersection "
                                    f"under {pert} ({ds}, {m}, {meth})")
         if m.startswith("vit"):
             for pert in PERTURBATIONS:
@@ -129,6 +168,10 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
                                                  ["majority_rate"].iloc[0]) for s in seeds],
                unit="fraction", direction="none", description=f"test accuracy of always predicting the most "
                                                               f"frequent training class ({ds})")
+        mf.add(f"train_majority.{ds}", [float(t[(t.seed == s) & (t.dataset == ds) & (t.model == first)]
+                                              ["train_majority_rate"].iloc[0]) for s in seeds],
+               unit="fraction", direction="none", description=f"training accuracy of always predicting the most "
+                                                              f"frequent training class, shuffled labels alike ({ds})")
     links = [curvature_link(arm_table.loc[s].reset_index(), sweep_roles, p["null_permutations"], s) for s in seeds]
     mf.add("curvature_link_spearman", [x[0] for x in links], unit="Spearman", direction="higher",
            description="mean over (data set, model) of the Spearman correlation across the sweep and GD arms "
@@ -136,22 +179,60 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
     mf.add("diverged_arms", [float((~np.isfinite(arm_table.loc[s, "sharpness"])).sum()) for s in seeds], unit="count",
            direction="lower", description="arms (all workloads) whose training diverged (non-finite loss curvature); "
                                           "left out of the curvature link, their attributions are meaningless")
+    task_arms = arm_table[~arm_table.index.get_level_values("role").str.startswith("shuffled")]
+    mf.add("unlearned_arms", [float((~task_arms.loc[s, "learned"].astype(bool)).sum()) for s in seeds], unit="count",
+           direction="lower", description=f"arms (all workloads, label-shuffled arms excluded) with test accuracy at "
+                                          f"most {LEARNED} of the way from the majority class to perfect; left out of "
+                                          f"the curvature link, the noise-scale rank correlations and the lam tuning")
     mf.add("curvature_link_null_q95", [x[1] for x in links], unit="Spearman", direction="none",
            description="95th percentile of the same statistic with sharpness/curvature pairings shuffled")
+    lams = [f"gd_reg{x:g}" for x in p["reg_lams"]]
     gd_t = a(hd, hm, "gd", "train_seconds")
     mf.add("train_time_ratio.sgd_high_vs_gd", a(hd, hm, "sgd_high", "train_seconds") / gd_t, unit="ratio",
            direction="lower", timing=True, description=f"training wall time, high-noise SGD / GD, same steps ({hd}, {hm})")
-    reg = np.mean([a(hd, hm, f"gd_reg{x:g}", "train_seconds") for x in p["reg_lams"]], axis=0)
+    per_example = (a(hd, hm, "sgd_high", "train_seconds") / a(hd, hm, "sgd_high", "batch")) / (gd_t / a(hd, hm, "gd", "batch"))
+    mf.add("train_time_per_example_ratio.sgd_high_vs_gd", per_example, unit="ratio", direction="lower", timing=True,
+           description=f"training wall time per example processed, high-noise SGD / GD ({hd}, {hm}; CPU per-step "
+                       f"overheads of small batches included)")
+    reg = np.mean([a(hd, hm, lam, "train_seconds") for lam in lams], axis=0)
     mf.add("train_time_ratio.explicit_reg_vs_gd", reg / gd_t, unit="ratio", direction="lower", timing=True,
            description=f"training wall time, GD + input-gradient penalty / GD, same steps, mean over lam ({hd}, {hm})")
-    for arm in ("sgd_high", "gd", *(f"gd_reg{x:g}" for x in p["reg_lams"])):
+    gd_f = a(hd, hm, "gd", "flops_per_example")
+    mf.add("flops_per_example_ratio.sgd_high_vs_gd", a(hd, hm, "sgd_high", "flops_per_example") / gd_f, unit="ratio",
+           direction="lower", description=f"FLOPs per training example of one step (profiler count), high-noise SGD / "
+                                           f"GD ({hd}, {hm})")
+    mf.add("flops_per_example_ratio.explicit_reg_vs_gd",
+           np.mean([a(hd, hm, lam, "flops_per_example") for lam in lams], axis=0) / gd_f, unit="ratio",
+           direction="lower", description=f"FLOPs per training example of one step, GD + input-gradient penalty "
+                                           f"(double backprop) / GD, mean over lam ({hd}, {hm})")
+    for arm in ("sgd_high", "gd", *lams):
         mf.add(f"train_seconds.{hd}.{hm}.{arm}", a(hd, hm, arm, "train_seconds"), unit="s", direction="lower",
                timing=True, description=f"training wall time ({hd}, {hm}, {arm})")
-    best = [int(np.argmax([float(r.loc[(s, hd, hm, f"gd_reg{x:g}", "attack", "saliency"), "topk"]) for x in p["reg_lams"]]))
-            for s in seeds]
-    mf.add("explicit_reg_best_lam_at_grid_edge", [float(at_grid_edge(p["reg_lams"][b], p["reg_lams"])) for b in best],
-           unit="flag", direction="none",
-           description="1 when the lam with the most robust saliency under attack is an end of the lam grid")
+    # the explicit regulariser's lam: the most robust saliency under attack among the lams whose model learned;
+    # ties within the selection's standard error go to the grid's middle lam (the arm's default)
+    picked = {k: [] for k in ("lam", "interior", "tie", "topk", "acc", "n")}
+    for s in seeds:
+        ok = [bool(arm_table.loc[(s, hd, hm, lam), "learned"]) for lam in lams]
+        scores = [float(r.loc[(s, hd, hm, lam, "attack", "saliency"), "topk"]) for lam in lams]
+        pick = pick_reg_lam(p["reg_lams"], ok, scores, p["n_eval"])
+        picked["n"].append(float(sum(ok)))
+        for k in ("lam", "interior", "tie", "topk"):
+            picked[k].append(pick[k])
+        picked["acc"].append(float(arm_table.loc[(s, hd, hm, f"gd_reg{pick['lam']:g}"), "accuracy"])
+                             if pick["lam"] == pick["lam"] else float("nan"))
+    mf.add("explicit_reg_lam", picked["lam"], unit="", direction="none",
+           description="tuned lam of the explicit regulariser (most robust saliency under attack among lams that learned)")
+    mf.add("explicit_reg_learned_lams", picked["n"], unit="count", direction="none",
+           description="lams of the grid whose regularised model learned (eligible for the pick)")
+    mf.add("tuned_interior.explicit_reg", picked["interior"], unit="flag", direction="none",
+           description="1 when the tuned lam is interior to the lam grid")
+    mf.add("tuning_tie.explicit_reg", picked["tie"], unit="flag", direction="none",
+           description="1 when the tie rule (within the selection's standard error) moved the pick to the default lam")
+    mf.add(f"attr_topk.attack.{hd}.{hm}.saliency.explicit_reg", picked["topk"], unit="fraction", direction="higher",
+           description=f"top-k intersection under attack of the tuned explicit regulariser ({hd}, {hm}, saliency; "
+                       f"tuned on these evaluation images, an optimistic figure)")
+    mf.add(f"accuracy.{hd}.{hm}.explicit_reg", picked["acc"], unit="fraction", direction="higher",
+           description=f"test accuracy of the tuned explicit regulariser ({hd}, {hm})")
     mf.add("attack_linf_minus_eps", [float(t[t.seed == s]["attack_linf"].max()) - p["eps"] for s in seeds],
            unit="", direction="lower", description="largest L-inf size of an attack perturbation minus eps (<= 0)")
     return mf
@@ -160,8 +241,8 @@ def build_metrics(table: pd.DataFrame, p: dict, seeds: list[int]) -> MetricsFile
 def summary_table(table: pd.DataFrame, p: dict) -> pd.DataFrame:
     t = table.assign(role=table["arm"].map(roles(p)))
     return t.groupby(["dataset", "model", "role", "arm", "noise_scale", "perturbation", "method", "seed"],
-                     as_index=False)[["topk", "spearman", "kendall", "accuracy", "sharpness", "input_curvature",
-                                      "train_seconds"]].mean()
+                     as_index=False)[["topk", "spearman", "kendall", "accuracy", "train_accuracy",
+                                      "sharpness", "input_curvature", "train_seconds", "clipped_share"]].mean()
 
 
 def run(job) -> None:
