@@ -221,6 +221,8 @@ def analyse(run: Path, cores: int | None = None, wall: float | None = None) -> d
         "startup_cpu_share": (sum(j.startup_cpu for j in logged) / sum(j.cpu for j in logged)) if logged else None,
         "startup_by_rule_mean_s": {r: [sum(x[0] for x in v) / len(v), sum(x[1] for x in v) / len(v), len(v)]
                                    for r, v in sorted(per_rule.items())},
+        "snakemake_own_cpu_s": record.get("snakemake_own_cpu_s"),
+        "all_processes_cpu_s": record.get("all_processes_cpu_s"),
         "slowest": [{"job": j.name, "wall_s": j.wall, "cpu_s": j.cpu, "startup_s": j.startup_wall}
                     for j in sorted(real.values(), key=lambda j: -j.wall)[:5]],
     }
@@ -246,6 +248,11 @@ def format_report(a: dict) -> str:
         out += [f"  {r:<32} {w:6.2f} s {c:6.2f} s {n:3d}" for r, (w, c, n) in a["startup_by_rule_mean_s"].items()]
     else:
         out += ["start-up               not logged by this run's stages (older code)"]
+    if a.get("snakemake_own_cpu_s") is not None:
+        own, total = a["snakemake_own_cpu_s"], a["all_processes_cpu_s"]
+        out += [f"Snakemake's own CPU    {own:8.1f} s  = {100 * own / a['wall_s']:.1f}% of one core over the wall, "
+                f"{100 * own / (own + total):.1f}% of all CPU ({own + total:.1f} s: its own + every process it "
+                f"waited for; jobs' sampled CPU {a['sum_job_cpu_s']:.1f} s)"]
     out += ["critical path (job, wall, started at):"]
     out += [f"  {c['job']:<48} {c['wall_s']:7.1f} s   +{c['started_at_s'] or 0:7.1f} s" for c in a["critical_path"]]
     out += ["five slowest jobs (wall, CPU, start-up):"]
@@ -270,20 +277,58 @@ def scratch() -> Path:
     return copy_workflow(Path(tempfile.mkdtemp(prefix="icmlrepro-bench-")), ROOT)
 
 
-def whole_dag(scale: str, cores: int, nice: int) -> Path:
-    """Run every configured paper at ``scale`` in a scratch copy; record the measured wall time there."""
+def run_measured(cmd: list[str], cwd: Path, poll_s: float = 0.5) -> dict:
+    """Run Snakemake and measure what it costs itself: its own process's CPU (scheduler, DAG updates, file
+    checks, benchmark sampling threads; children excluded), sampled until it exits, and the CPU of every
+    process it waited for (jobs and anything else it started), from the children's resource usage."""
+    import resource
+
+    import psutil
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    own = 0.0
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: an unread pipe would stall Snakemake
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            watched = psutil.Process(proc.pid)  # `nice` execs Snakemake: the same process
+            while proc.poll() is None:
+                try:
+                    t = watched.cpu_times()
+                    own = t.user + t.system
+                except psutil.Error:
+                    break
+                time.sleep(poll_s)
+        finally:
+            proc.wait()
+        err.seek(0)
+        stderr = err.read()
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    waited = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"returncode": proc.returncode, "wall_s": wall, "stderr": stderr,
+            "snakemake_own_cpu_s": own, "all_processes_cpu_s": waited}
+
+
+def whole_dag(scale: str, cores: int, nice: int, scheduler: str | None = None, papers: list[str] | None = None) -> Path:
+    """Run every configured paper (or ``papers``) at ``scale`` in a scratch copy; record the measured wall time and
+    Snakemake's own CPU there."""
     work = scratch()
     print(f"running the whole {scale} DAG in {work}", flush=True)
     cmd = ["nice", "-n", str(nice), SNAKEMAKE, "--cores", str(cores), "--config", f"scale={scale}"]
+    if papers:
+        cmd.append(f"papers=[{','.join(papers)}]")
+    if scheduler:
+        cmd += ["--scheduler", scheduler]
     load = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    (work / RUN_RECORD).write_text(json.dumps({"command": cmd, "cores": cores, "scale": scale, "wall_s": wall,
-                                               "returncode": proc.returncode,
+    m = run_measured(cmd, work)
+    (work / RUN_RECORD).write_text(json.dumps({"command": cmd, "cores": cores, "scale": scale, "wall_s": m["wall_s"],
+                                               "returncode": m["returncode"],
+                                               "snakemake_own_cpu_s": m["snakemake_own_cpu_s"],
+                                               "all_processes_cpu_s": m["all_processes_cpu_s"],
                                                "load_1min_before_after": [load, os.getloadavg()[0]]}, indent=1))
-    if proc.returncode != 0:  # analyse what finished all the same; the run directory is kept
-        print(f"the {scale} run failed ({proc.returncode}); kept in {work}\n{proc.stderr[-3000:]}", flush=True)
+    if m["returncode"] != 0:  # analyse what finished all the same; the run directory is kept
+        print(f"the {scale} run failed ({m['returncode']}); kept in {work}\n{m['stderr'][-3000:]}", flush=True)
     return work
 
 
@@ -329,6 +374,10 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--nice", type=int, default=10, help="niceness of the runs (shared machines)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch run directories")
+    ap.add_argument("--scheduler", choices=("ilp", "greedy"), help="Snakemake's job scheduler for the whole-DAG runs "
+                    "(default: the workflow profile's)")
+    ap.add_argument("--papers", help="comma-separated papers for the whole-DAG runs (default: every configured one)")
+    ap.add_argument("--no-build", action="store_true", help="skip the dry-run DAG build timings")
     ap.add_argument("--json", type=Path, help="also write the analysis as JSON here")
     args = ap.parse_args()
     if args.analyse:
@@ -344,16 +393,19 @@ def main() -> None:
         return
     papers = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
     rows, analyses = [], []
-    work = scratch()
-    for scale in ("smoke", "default", "paper"):
-        rows.append((f"DAG build (snakemake -n), all papers, {scale}",
-                     timed([SNAKEMAKE, "-n", "--config", f"scale={scale}"], work)))
-    shutil.rmtree(work)
+    if not args.no_build:
+        work = scratch()
+        for scale in ("smoke", "default", "paper"):
+            rows.append((f"DAG build (snakemake -n), all papers, {scale}",
+                         timed([SNAKEMAKE, "-n", "--config", f"scale={scale}"], work)))
+        shutil.rmtree(work)
+    chosen = args.papers.split(",") if args.papers else None
     for scale in ("smoke",) + (("default",) if args.default else ()):
-        run = whole_dag(scale, args.cores, args.nice)
+        run = whole_dag(scale, args.cores, args.nice, args.scheduler, chosen)
         a = analyse(run)
         analyses.append(a)
-        rows.append((f"whole DAG, {len(papers)} papers, {scale}, {args.cores} cores", a["wall_s"]))
+        rows.append((f"whole DAG, {len(chosen or papers)} papers, {scale}, {args.cores} cores"
+                     + (f", {args.scheduler} scheduler" if args.scheduler else ""), a["wall_s"]))
         print(f"== {scale}\n{format_report(a)}\n", flush=True)
         if not args.keep and json.loads((run / RUN_RECORD).read_text())["returncode"] == 0:
             shutil.rmtree(run)
