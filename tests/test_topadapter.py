@@ -248,8 +248,9 @@ def test_a_seed_trained_in_the_seed_batch_is_the_seed_trained_alone(dataset, arm
         moved = 0
         for name, w in alone.state_dict().items():
             # full FT: Adam's normalised step turns rounding in near-zero gradients (e.g. the patch MLP's biases)
-            # into differences up to ~1e-3 after 6 steps of lr 1e-2; the adapter arms agree to 2e-5
-            torch.testing.assert_close(batched[sd][name], w, atol=2e-3 if arm == "full_ft" else 2e-5, rtol=1e-4)
+            # into differences of up to one step (lr) per element; measured 1e-3 here and 2.9e-3 under CI's
+            # thread settings after 6 steps of lr 1e-2. The adapter arms agree to 2e-5; accuracy is checked below
+            torch.testing.assert_close(batched[sd][name], w, atol=lr if arm == "full_ft" else 2e-5, rtol=1e-4)
             moved += not torch.equal(w, train.build_alone(arm, states[sd], S, 8, sd).state_dict()[name])
         assert moved > 0
         acc_alone = fitting.accuracy(alone, down["test"])
