@@ -129,3 +129,30 @@ def test_run_measured_separates_the_parent_own_cpu_from_its_children(tmp_path, b
     assert m["returncode"] == 0 and len(m["stderr"]) == 200000
     assert 0.25 <= m["snakemake_own_cpu_s"] <= 1.0
     assert m["all_processes_cpu_s"] >= m["snakemake_own_cpu_s"] + 0.5
+
+
+def test_paper_costs_sum_logged_cpu_and_divide_by_the_seeds_of_metrics(tmp_path, bench):
+    """Per paper: nested benchmark files count, the stage's logged CPU wins over Snakemake's sampled (lower)
+    cpu_time, seeds are the replicates of metrics.json, and a substrate without metrics has no per-seed cost."""
+    import json
+
+    def job(paper, rel, sampled, logged=None):
+        tsv = tmp_path / "results/default" / paper / "benchmarks" / f"{rel}.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        tsv.write_text(f"s\th:m:s\tcpu_time\n9.0\t0:00:09\t{sampled}\n")
+        if logged is not None:
+            log = tmp_path / "results/default" / paper / "logs" / f"{rel}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"x icmlrepro INFO stage p.train: {logged:.2f} s CPU in all (...)\n")
+
+    job("p", "p_data", 1.0)
+    job("p", "p_train/seed0", 5.0, logged=20.0)
+    job("p", "p_train/seed1", 30.0, logged=20.0)
+    (tmp_path / "results/default/p/metrics.json").write_text(json.dumps({"replicates": [0, 1]}))
+    job("lm", "lm_train", 7.0)
+    rows = {r["paper"]: r for r in bench.paper_costs(tmp_path, "default")}
+    assert rows["p"]["jobs"] == 3 and rows["p"]["cpu_s"] == pytest.approx(1 + 20 + 30)
+    assert rows["p"]["seeds"] == 2 and rows["p"]["cpu_per_seed_s"] == pytest.approx(25.5)
+    assert rows["lm"]["seeds"] is None and rows["lm"]["cpu_per_seed_s"] is None
+    text = bench.format_costs(list(rows.values()), cores=2, cpu_use=0.85)
+    assert text.splitlines()[-1].split()[:3] == ["all", "4", "58"]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from icmlrepro.core.claims import load_claims
-from icmlrepro.core.verdicts import judge_gate
+from icmlrepro.core.verdicts import judge_claim, judge_gate, judge_gates
 from icmlrepro.papers.mlembed import data, evaluate, losses, model
 from icmlrepro.papers.mlembed.evaluate import build_metrics
 from icmlrepro.papers.mlembed.train import ARMS, hard_negatives, new_encoder, training_pairs
@@ -180,9 +180,10 @@ def test_untrained_encoder_is_near_chance(tables):
     assert full["r1"] < 0.25  # 20 test concepts: chance is 0.05
 
 
-def _planted_metrics(depth_gain: float, low_bonus: float, seeds=(0, 1, 2, 3, 4)):
+def _planted_metrics(depth_gain: float, low_bonus: float, seeds=(0, 1, 2, 3, 4), low_shift=None):
     """A metrics file from a planted grid: every arm 0.6 at full size, layer 1 lower by ``depth_gain``; the
-    untrained encoder at 0.05, low-resource group easier by ``low_bonus``."""
+    untrained encoder at 0.05, low-resource group easier by ``low_bonus``; ``low_shift`` {arm: delta} moves an
+    arm's low-resource recall (per seed, alternating around the delta so the paired differences vary)."""
     s = {"scale": "smoke", "seeds": list(seeds), "d": 16, "layers": 2, "heads": 2, "ff": 32, "phrase_len": 3,
          "smallest_dim": 8, "ranks": [8, 16], "arms": list(ARMS), "n_high": 2, "n_low": 2, "n_syllables": 6}
     rows = []
@@ -191,6 +192,8 @@ def _planted_metrics(depth_gain: float, low_bonus: float, seeds=(0, 1, 2, 3, 4))
         base = 0.05 if arm == evaluate.RANDOM else 0.6 - (depth_gain if layer == 1 else 0.0)
         if arm == evaluate.RANDOM and grp == "low":
             base += low_bonus
+        if grp == "low" and arm in (low_shift or {}):
+            base += low_shift[arm] + (0.01 if seed % 2 else -0.01)
         rows.append({"seed": seed, "arm": arm, "rank": rank, "layer": layer, "dim": dim, "group": grp,
                      "r1": base + 0.01 * seed, "mrr": base, "params": 1000 * layer + rank, "n": 10})
     costs = [{"seed": sd, "arm": a, "train_seconds": 1.0} for sd in seeds for a in ARMS]
@@ -213,6 +216,20 @@ def test_gates_fail_on_a_planted_idle_depth_and_a_planted_easy_low_group():
     assert judge_gate(gates["overlap_equalised"], idle).state == "fails"
     assert good.get("tuned_interior.plain").values == [1.0] * 5
     assert good.get("test_concept_pairs_in_training").values == [0.0] * 5
+
+
+@pytest.mark.parametrize("shift, expected", [({"plain": 0.1}, "not reproduced"),  # the control wins
+                                             ({}, "not reproduced"),  # the recipe adds nothing
+                                             ({"3dml": 0.1}, "reproduced")])
+def test_low_resource_strength_can_be_lost_to_the_plain_model_trained_on_the_same_data(shift, expected):
+    """The control of ``low_resource_strength`` is the plain recipe on the same multilingual data: where it is as
+    good or better on the low-resource languages the claim must fail, however far above the floor 3D-ML is."""
+    pc = load_claims("mlembed")
+    metrics = _planted_metrics(depth_gain=0.2, low_bonus=0.0, low_shift=shift)
+    claim = next(c for c in pc.claims if c.id == "low_resource_strength")
+    gates = judge_gates(pc, metrics)
+    result = judge_claim(claim, metrics, gates=tuple(gates[g.id] for g in pc.gates_of(claim)))
+    assert result.verdict == expected, (shift, result.verdict, result.reason)
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------

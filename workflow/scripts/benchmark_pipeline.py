@@ -5,6 +5,7 @@
     .venv/bin/python workflow/scripts/benchmark_pipeline.py --per-paper     # ... and each paper's chain alone
     .venv/bin/python workflow/scripts/benchmark_pipeline.py --analyse RUN_DIR [--scale default]
     .venv/bin/python workflow/scripts/benchmark_pipeline.py --imports       # start-up cost of every stage
+    .venv/bin/python workflow/scripts/benchmark_pipeline.py --costs default # per-paper cost of results/default
 
 A run happens in a scratch copy of the workflow (your results/ are untouched), with ``--cores``
 cores (2), and is then analysed. ``--analyse`` only reads a finished run directory (a checkout or
@@ -18,7 +19,9 @@ the work starts). Reported:
   each of its jobs actually started (a late start on the chain is time lost to the scheduler order);
 - sum of job CPU and CPU use = sum(job CPU) / (cores x wall);
 - start-up share: sum of per-job start-up (interpreter + imports + set-up) over sum of job wall;
-- the five slowest jobs.
+- the five slowest jobs;
+- per paper: job CPU, seeds (the replicates of its metrics.json) and CPU per seed (also ``--costs SCALE``
+  on this checkout's results/, whatever runs produced them).
 
 Speed targets live here, not in timed tests.
 """
@@ -261,6 +264,40 @@ def format_report(a: dict) -> str:
     return "\n".join(out)
 
 
+def paper_costs(run: Path, scale: str) -> list[dict]:
+    """Per paper (a folder of results/<scale> with benchmark files): jobs, summed job CPU (the larger of the
+    benchmark's sampled cpu_time and the CPU its stage logged, as for the whole DAG), seeds (replicates in its
+    metrics.json; none for shared substrates such as the LM) and CPU per seed. In a checkout, benchmark files
+    left by rules or arms since removed count too: the figures of a scratch whole-DAG run have none."""
+    rows = []
+    for folder in sorted((run / "results" / scale).glob("*/benchmarks")):
+        paper, cpu, jobs = folder.parent.name, 0.0, 0
+        for tsv in sorted(folder.rglob("*.tsv")):
+            bench = read_benchmark(tsv)
+            if bench is None:
+                continue
+            jobs += 1
+            job_cpu = bench[1] if bench[1] == bench[1] else 0.0
+            log = (folder.parent / "logs" / tsv.relative_to(folder)).with_suffix(".log")
+            m = CPU_RE.search(log.read_text(errors="replace")) if log.is_file() else None
+            cpu += max(job_cpu, float(m.group(1))) if m else job_cpu
+        metrics = folder.parent / "metrics.json"
+        seeds = len(json.loads(metrics.read_text()).get("replicates", [])) if metrics.exists() else None
+        rows.append({"paper": paper, "jobs": jobs, "cpu_s": cpu, "seeds": seeds,
+                     "cpu_per_seed_s": cpu / seeds if seeds else None})
+    return rows
+
+
+def format_costs(rows: list[dict], cores: int = 2, cpu_use: float = 0.85) -> str:
+    out = [f"{'paper':<18} {'jobs':>4} {'CPU s':>8} {'seeds':>5} {'CPU s/seed':>10}"]
+    out += [f"{r['paper']:<18} {r['jobs']:4d} {r['cpu_s']:8.0f} {r['seeds'] or '-':>5} "
+            f"{'-' if r['cpu_per_seed_s'] is None else format(r['cpu_per_seed_s'], '.1f'):>10}" for r in rows]
+    total = sum(r["cpu_s"] for r in rows)
+    out += [f"{'all':<18} {sum(r['jobs'] for r in rows):4d} {total:8.0f}   "
+            f"(at CPU use {cpu_use} on {cores} cores: {total / (cores * cpu_use) / 60:.0f} min wall)"]
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- running
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -379,7 +416,11 @@ def main() -> None:
     ap.add_argument("--papers", help="comma-separated papers for the whole-DAG runs (default: every configured one)")
     ap.add_argument("--no-build", action="store_true", help="skip the dry-run DAG build timings")
     ap.add_argument("--json", type=Path, help="also write the analysis as JSON here")
+    ap.add_argument("--costs", metavar="SCALE", help="only print the per-paper cost of this checkout's results/SCALE")
     args = ap.parse_args()
+    if args.costs:
+        print(format_costs(paper_costs(ROOT, args.costs), args.cores))
+        return
     if args.analyse:
         a = analyse(args.analyse.resolve(), cores=None)
         print(format_report(a))
@@ -406,7 +447,7 @@ def main() -> None:
         analyses.append(a)
         rows.append((f"whole DAG, {len(chosen or papers)} papers, {scale}, {args.cores} cores"
                      + (f", {args.scheduler} scheduler" if args.scheduler else ""), a["wall_s"]))
-        print(f"== {scale}\n{format_report(a)}\n", flush=True)
+        print(f"== {scale}\n{format_report(a)}\n{format_costs(paper_costs(run, scale), args.cores)}\n", flush=True)
         if not args.keep and json.loads((run / RUN_RECORD).read_text())["returncode"] == 0:
             shutil.rmtree(run)
     if args.per_paper:

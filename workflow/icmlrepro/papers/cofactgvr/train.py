@@ -47,7 +47,7 @@ import torch
 
 from icmlrepro.core.io import write_json, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
-from icmlrepro.core.tuning import at_grid_edge, pick_with_ties
+from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
 from icmlrepro.rl import grpo
 
 from .arms import ARMS
@@ -191,8 +191,7 @@ def pick_rate(rows: list[dict], n_val: int, default: float) -> tuple[float, floa
     """(picked rate, standard error of the best val accuracy, the rates tied with the best): a rate is tied when
     its val accuracy is within one standard error of the best; among tied rates the default wins, else the one
     nearest to it on the log scale (then the smaller)."""
-    p = max(r["val_acc"] for r in rows)
-    se = float(np.sqrt(max(p * (1 - p), 1e-12) / n_val))
+    se = accuracy_se(max(r["val_acc"] for r in rows), n_val)
     chosen = pick_with_ties([r["lr"] for r in rows], [r["val_acc"] for r in rows], default, tolerance=se)
     return chosen.value, se, chosen.tied
 
