@@ -182,8 +182,8 @@ def test_learning_rate_is_picked_on_validation_and_the_edge_is_flagged_per_seed(
             for i, lr in enumerate((1e-3, 3e-3, 1e-2)):
                 val = {"head": [0.1, 0.3, 0.2], "topadapter": [0.1, 0.2, 0.3], "full_ft": [0.3, 0.2, 0.1]}[arm][i]
                 rows.append({"arm": arm, "seed": seed, "lr": lr, "val_acc": val, "test_acc": val + 0.01 * seed,
-                             "train_seconds": 1.0, "final_loss": 0.0, "chosen": None, "trainable": 10, "total": 100,
-                             "tie": arm == "head"})
+                             "train_seconds": 1.0, "final_loss": 0.5 + seed, "chosen": None, "trainable": 10,
+                             "total": 100, "tie": arm == "head", "train_acc": val + 0.5, "loss_drop_last_fifth": 0.01})
     table = pd.DataFrame(rows)
     table["chosen"] = table.groupby(["arm", "seed"])["val_acc"].transform("max") == table["val_acc"]
     s = {"seeds": [0, 1], "scale": "smoke", "lr_grid": [1e-3, 3e-3, 1e-2], "lr_default": 3e-3}
@@ -198,26 +198,74 @@ def test_learning_rate_is_picked_on_validation_and_the_edge_is_flagged_per_seed(
     assert mf.get("tuning_tie.head").values == [1.0, 1.0] and mf.get("tuning_tie.full_ft").values == [0.0, 0.0]
     assert mf.get("acc_gap.topadapter_vs_full_ft").values == pytest.approx([0.0, 0.0])
     assert mf.get("acc.chance").values == [0.25, 0.25] and mf.get("trainable_share.head").values == [0.1, 0.1]
+    # convergence is recorded per arm and seed at the picked rate
+    assert mf.get("final_loss.full_ft").values == [0.5, 1.5] and mf.get("train_acc.topadapter").values == [0.8, 0.8]
+    assert mf.get("loss_drop_last_fifth.head").values == [0.01, 0.01]
 
 
-def test_run_arm_picks_on_validation_with_ties_to_the_default(dataset, monkeypatch):
-    """Per seed: the best validation rate, unless the default rate is within one standard error of it."""
-    n_val = len(dataset["downstream"]["val"]["labels"])  # 8: one standard error of 0.5 is about 0.18
-    val = {1e-3: [0.25, 0.25], 3e-3: [0.5, 0.5], 1e-2: [0.625, 1.0]}  # seed 0: a tie; seed 1: 1e-2 clearly best
-    monkeypatch.setattr(train, "fit_batched", lambda model, datas, *a, **k: np.zeros((5, len(datas))))
-    calls = iter(range(100))
+class _FakeRun:
+    """Stands in for fitting.BatchedRun: no training, records the epochs asked for."""
+    made = []
 
-    def fake_acc(model, datas, **k):  # val then test, per rate, in grid order
-        i = next(calls)
-        lr = [1e-3, 3e-3, 1e-2][i // 2]
-        return val[lr] if i % 2 == 0 else [v + 0.01 for v in val[lr]]
+    def __init__(self, model, datas, total_epochs, batch, lr, rngs, **k):
+        self.model, self.k, self.lr, self.total, self.asked = model, len(datas), lr, total_epochs, []
+        _FakeRun.made.append(self)
+
+    def train(self, epochs):
+        self.asked.append(epochs)
+        return np.zeros((epochs, self.k))
+
+
+@pytest.mark.parametrize("top, picked, tie", [((0.625, 0.75), 1e-2, False), ((0.625, 0.5), 3e-3, True)])
+def test_run_arm_sweeps_picks_once_per_arm_on_pooled_validation_and_carries_the_pick_on(dataset, monkeypatch,
+                                                                                      top, picked, tie):
+    """Every rate trains the sweep's epochs; one rate per arm is picked on the validation accuracy pooled over the
+    seeds (the default wins within one standard error of the pooled accuracy); only the picked rate's runs carry on
+    to the end of their schedule, and only they are scored on the test split."""
+    n_val = len(dataset["downstream"]["val"]["labels"])
+    val = {1e-3: [0.25, 0.25], 3e-3: [0.5, 0.5], 1e-2: list(top)}
+    _FakeRun.made = []
+    monkeypatch.setattr(train, "BatchedRun", _FakeRun)
+    calls = []
+
+    def fake_acc(model, datas, **k):  # the sweep's validation per rate, then val / test / train of the pick
+        calls.append(model)
+        i = len(calls) - 1
+        if i < 3:
+            return val[[1e-3, 3e-3, 1e-2][i]]
+        return [0.9 + 0.01 * (i - 3)] * 2
     monkeypatch.setattr(train, "accuracy_batched", fake_acc)
     states = {sd: train.new_backbone(S).state_dict() for sd in (0, 1)}
     out = train.run_arm("head", {0: dataset["downstream"], 1: dataset["downstream"]}, states,
-                        {**S, "seeds": [0, 1], "lr_grid": [1e-3, 3e-3, 1e-2], "lr_default": 3e-3})["seeds"]
-    assert out["0"]["chosen_lr"] == 3e-3 and out["0"]["tie"] and out["0"]["test_acc"] == pytest.approx(0.51)
-    assert out["1"]["chosen_lr"] == 1e-2 and not out["1"]["tie"] and out["1"]["at_grid_edge"]
-    assert out["0"]["selection_se"] == pytest.approx(math.sqrt(0.625 * 0.375 / n_val))
+                        {**S, "seeds": [0, 1], "lr_grid": [1e-3, 3e-3, 1e-2], "lr_default": 3e-3, "epochs": 10,
+                         "sweep_epochs": 3})["seeds"]
+    pooled = max(sum(v) / 2 for v in val.values())
+    for sd in ("0", "1"):
+        assert out[sd]["chosen_lr"] == picked and out[sd]["tie"] == tie
+        assert out[sd]["at_grid_edge"] == (picked == 1e-2)
+        assert out[sd]["selection_se"] == pytest.approx(math.sqrt(pooled * (1 - pooled) / (2 * n_val)))
+        assert out[sd]["test_acc"] == pytest.approx(0.91)  # val, then test, then train of the picked runs
+        assert [g["test_acc"] is not None for g in out[sd]["grid"]] == [lr == picked for lr in (1e-3, 3e-3, 1e-2)]
+    assert [r.asked for r in _FakeRun.made] == [[3] if r.lr != picked else [3, 7] for r in _FakeRun.made]
+    assert all(r.total == 10 for r in _FakeRun.made)  # every rate's schedule is the full run's
+    assert calls[3] is [r for r in _FakeRun.made if r.lr == picked][0].model
+
+
+def test_sweep_then_carry_on_is_one_uninterrupted_run(dataset):
+    """The sweep's runs carried on (optimiser, cosine schedule and generators continue) equal one run of all the
+    epochs: the pick is made on the first epochs of the same runs that are reported."""
+    S2 = {**S, "seeds": [0, 1]}
+    down = dataset["downstream"]
+    train.add_simplex_tables(down, S["scales"])
+    states = _states([0, 1])
+    outs = []
+    for split in ([3], [1, 2]):
+        batch, _ = train.build_seed_batch("topadapter", states, S2, 8, [0, 1])
+        run = fitting.BatchedRun(batch, [down["train"]] * 2, 3, S["batch"], 1e-2,
+                                 train.train_rngs([0, 1], "topadapter", 1e-2), topo=True)
+        outs.append((np.concatenate([run.train(e) for e in split]), [p.detach().clone() for p in batch.stacked]))
+    assert np.array_equal(outs[0][0], outs[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(outs[0][1], outs[1][1]))
 
 
 def _states(seeds, s=S):

@@ -63,7 +63,7 @@ rule topadapter_train:
         stage="topadapter.train",
         spec=paths_spec,
         settings=settings_of("topadapter", "seeds", "d", "depth", "heads", "mlp_ratio", "patch_hidden", "batch",
-                             "epochs", "lr_grid", "adapter_dim", "n_prompts", "k_patches", "topo_dim", "scales",
+                             "epochs", "sweep_epochs", "lr_grid", "adapter_dim", "n_prompts", "k_patches", "topo_dim", "scales",
                              "lora_rank", "train_groups", "seed_batch", "lr_default", "match_params"),
     log:
         "results/{scale}/topadapter/logs/topadapter_train/{group}.log",

@@ -32,7 +32,9 @@ def results_table(paths) -> pd.DataFrame:
     for arm, res in ((a, r) for path in paths for a, r in read_json(path)["arms"].items()):
         for seed, r in res["seeds"].items():
             for i, g in enumerate(r["grid"]):
-                rows.append({"arm": arm, "seed": int(seed), **g, "chosen": i == r["chosen"],
+                end = {key: r[key] for key in ("train_acc", "loss_drop_last_fifth", "val_acc_final")
+                       if key in r and i == r["chosen"]}
+                rows.append({"arm": arm, "seed": int(seed), **g, **end, "chosen": i == r["chosen"],
                              "trainable": r["trainable"], "total": r["total"], "tie": bool(r.get("tie", False)),
                              "selection_se": float(r.get("selection_se", float("nan")))})
     return pd.DataFrame(rows)
@@ -58,16 +60,24 @@ def build_metrics(table: pd.DataFrame, s: dict, summary: dict) -> MetricsFile:
         mf.add(f"trainable_share.{arm}", [t / n for t, n in zip(col(arm, "trainable"), col(arm, "total"))],
                unit="fraction", direction="lower", description=f"{LABELS[arm]}: trainable share of all parameters")
         mf.add(f"chosen_lr.{arm}", col(arm, "lr"), unit="learning rate", direction="none",
-               description=f"{LABELS[arm]}: learning rate picked on validation (grid {s['lr_grid']})")
+               description=f"{LABELS[arm]}: learning rate picked on validation (grid {s['lr_grid']}; one per arm, on "
+                           f"the validation accuracy pooled over the seeds at the end of the sweep)")
         mf.add(f"train_seconds.{arm}", col(arm, "train_seconds"), unit="s", direction="lower", timing=True,
                description=f"{LABELS[arm]}: wall time of one training run per seed (equal epochs in every arm; seeds "
                            f"trained together as one vmapped batch, the batch's time divided by its seeds)")
         mf.add(f"final_loss.{arm}", col(arm, "final_loss"), unit="nats", direction="lower",
-               description=f"{LABELS[arm]}: mean training loss of the last 5 steps at the picked rate (convergence)")
+               description=f"{LABELS[arm]}: mean training loss (augmented batches) over the last epoch at the picked "
+                           f"rate (convergence)")
+        if "train_acc" in ch.columns:
+            mf.add(f"train_acc.{arm}", col(arm, "train_acc"), unit="accuracy", direction="none",
+                   description=f"{LABELS[arm]}: accuracy on its own (unrotated) training clouds at the end of training")
+            mf.add(f"loss_drop_last_fifth.{arm}", col(arm, "loss_drop_last_fifth"), unit="nats", direction="none",
+                   description=f"{LABELS[arm]}: epoch-mean training loss at 4/5 of training minus at the end (what the "
+                               f"last fifth of the epochs still removed; small under a cosine schedule by design)")
         mf.add(f"tuning_tie.{arm}", [float(v) for v in col(arm, "tie")], unit="flag (1 = tie)", direction="none",
                description=f"{LABELS[arm]}: 1 where the validation pick was moved to the default rate "
                            f"{s['lr_default']} (or the tied rate nearest it) because the best rate beat it by less "
-                           f"than one standard error of the validation accuracy")
+                           f"than one standard error of the pooled validation accuracy")
     if "topadapter" in arms:
         for arm in arms:
             mf.add(f"param_ratio.{arm}", [a / b for a, b in zip(col(arm, "trainable"), col("topadapter", "trainable"))],

@@ -108,34 +108,51 @@ def _stacked_batch(datas, idx, rngs, augment: bool, topo: bool = False):
     return torch.stack(rels), torch.stack(cens), torch.stack(ys), (torch.stack(tabs) if topo else None)
 
 
+class BatchedRun:
+    """``fit`` for a SeedBatch, resumable: seed k trains on ``datas[k]`` with its own generator ``rngs[k]`` (its
+    batch order and rotations, drawn in the same order as ``fit`` draws them), AdamW on the trainable stacked
+    tensors (an elementwise optimiser: each seed's own step), a cosine schedule over ``total_epochs``.
+    ``train(e)`` runs the next ``e`` epochs; runs of e1 then e2 epochs are the same run as one of e1 + e2 (the
+    optimiser, schedule and generators carry on), which is how the learning-rate sweep's runs are continued.
+    ``topo``: feed each split's precomputed simplex table (``d["topo"]``, rotated with the clouds) to the model."""
+
+    def __init__(self, model, datas: list[dict], total_epochs: int, batch: int, lr: float,
+                 rngs: list[np.random.Generator], weight_decay: float = 0.05, topo: bool = False):
+        self.model, self.datas, self.batch, self.rngs, self.topo = model, datas, batch, rngs, topo
+        self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
+                                     weight_decay=weight_decay)
+        self.n = len(datas[0]["labels"])
+        if any(len(d["labels"]) != self.n for d in datas):
+            raise ValueError("every seed's training split must have the same size")
+        self.steps = total_epochs * math.ceil(self.n / batch)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda t: 0.5 * (1 + math.cos(math.pi * min(t / self.steps, 1.0))))
+        self.epochs_done = 0
+
+    def train(self, epochs: int) -> np.ndarray:
+        """The next ``epochs`` epochs; returns their losses (steps, K)."""
+        model, losses = self.model, []
+        model.train()
+        for _ in range(epochs):
+            orders = [rng.permutation(self.n) for rng in self.rngs]
+            for i in range(0, self.n, self.batch):
+                idx = [torch.as_tensor(o[i:i + self.batch]) for o in orders]
+                rel, cen, y, tab = _stacked_batch(self.datas, idx, self.rngs, augment=True, topo=self.topo)
+                logits = model(rel, cen) if tab is None else model(rel, cen, tab)  # (K, B, classes)
+                per_seed = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(len(self.rngs), -1).mean(1)
+                self.opt.zero_grad()
+                model.loss(per_seed).backward()
+                self.opt.step()
+                self.sched.step()
+                losses.append(per_seed.detach().numpy().copy())
+        self.epochs_done += epochs
+        return np.stack(losses) if losses else np.zeros((0, len(self.rngs)))
+
+
 def fit_batched(model, datas: list[dict], epochs: int, batch: int, lr: float, rngs: list[np.random.Generator],
                 weight_decay: float = 0.05, topo: bool = False) -> np.ndarray:
-    """``fit`` for a SeedBatch: seed k trains on ``datas[k]`` with its own generator ``rngs[k]`` (its batch order
-    and rotations, drawn in the same order as ``fit`` draws them), AdamW on the trainable stacked tensors (an
-    elementwise optimiser: each seed's own step), the same cosine schedule. ``topo``: feed each split's
-    precomputed simplex table (``d["topo"]``, rotated with the clouds) to the model. Returns losses (steps, K)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    n = len(datas[0]["labels"])
-    if any(len(d["labels"]) != n for d in datas):
-        raise ValueError("every seed's training split must have the same size")
-    steps = epochs * math.ceil(n / batch)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 0.5 * (1 + math.cos(math.pi * min(t / steps, 1.0))))
-    losses = []
-    model.train()
-    for _ in range(epochs):
-        orders = [rng.permutation(n) for rng in rngs]
-        for i in range(0, n, batch):
-            idx = [torch.as_tensor(o[i:i + batch]) for o in orders]
-            rel, cen, y, tab = _stacked_batch(datas, idx, rngs, augment=True, topo=topo)
-            logits = model(rel, cen) if tab is None else model(rel, cen, tab)  # (K, B, classes)
-            per_seed = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(len(rngs), -1).mean(1)
-            opt.zero_grad()
-            model.loss(per_seed).backward()
-            opt.step()
-            sched.step()
-            losses.append(per_seed.detach().numpy().copy())
-    return np.stack(losses)
+    """``fit`` for a SeedBatch (``BatchedRun`` for ``epochs`` epochs in one go). Returns losses (steps, K)."""
+    return BatchedRun(model, datas, epochs, batch, lr, rngs, weight_decay, topo).train(epochs)
 
 
 @torch.no_grad()

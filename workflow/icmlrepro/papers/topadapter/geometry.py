@@ -92,13 +92,18 @@ def table_slices(scales) -> dict[int, slice]:
 
 
 def rotate_table_z(table: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
-    """The table of the rotated patches (R: (B, 3, 3) per cloud): offsets and edges rotate, lengths and areas do
-    not, a normal's outer product n n^T becomes R n n^T R^T (equal to recomputing the features after rotating)."""
-    f0, f1, f2 = table[..., :D0], table[..., D0:D0 + D1], table[..., D0 + D1:]
-    rot = lambda v: torch.einsum("bgsj,bij->bgsi", v, R)  # noqa: E731
-    iu = torch.triu_indices(3, 3)
-    M = table.new_zeros(*table.shape[:-1], 3, 3)
-    M[..., iu[0], iu[1]] = f2[..., :6]
-    M[..., iu[1], iu[0]] = f2[..., :6]
-    M = torch.einsum("bij,bgsjk,blk->bgsil", R, M, R)[..., iu[0], iu[1]]
-    return torch.cat([rot(f0[..., :3]), f0[..., 3:], rot(f1[..., :3]), f1[..., 3:], M, f2[..., 6:]], -1)
+    """The table of the patches rotated about z (R: (B, 3, 3) per cloud, a z-rotation [[c, -s, 0], [s, c, 0],
+    [0, 0, 1]]): offsets and edges rotate, lengths and areas do not, a normal's outer product n n^T becomes
+    R n n^T R^T (equal to recomputing the features after rotating). Written elementwise in c and s (the rotation
+    of the 6 stored entries of n n^T in closed form): the same numbers as the 3 x 3 products, a fraction of the
+    cost (this runs at every training step of every TopAdapter arm)."""
+    c = R[:, 0, 0].view(-1, *([1] * (table.dim() - 2)))
+    s = R[:, 1, 0].view(-1, *([1] * (table.dim() - 2)))
+    t = table.unbind(-1)
+    xx, xy, xz, yy, yz, zz = t[D0 + D1:D0 + D1 + 6]
+    cc, ss, cs = c * c, s * s, c * s
+    cols = [c * t[0] - s * t[1], s * t[0] + c * t[1], t[2], t[3],
+            c * t[D0] - s * t[D0 + 1], s * t[D0] + c * t[D0 + 1], t[D0 + 2], t[D0 + 3],
+            cc * xx - 2 * cs * xy + ss * yy, cs * (xx - yy) + (cc - ss) * xy, c * xz - s * yz,
+            ss * xx + 2 * cs * xy + cc * yy, s * xz + c * yz, zz, t[D0 + D1 + 6]]
+    return torch.stack(cols, -1)

@@ -19,6 +19,7 @@ per-channel mean and std; same shapes, same modules, same trainable parameters).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .geometry import D0, D1, D2, simplex_features, table_slices
@@ -56,9 +57,32 @@ class SimplexGenerator(nn.Module):
                 out[f"k{k}_d{q}"] = matched_noise(f, self.gen) if self.noise else f
         return out
 
+    def scale_block(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scale k's encoders (one Linear per simplex dimension) as one block-diagonal Linear on the concatenated
+        [0D | 1D | 2D] columns: the same outputs (the off-diagonal blocks are exact zeros, not parameters), one
+        product instead of three (the generator runs at every step of every TopAdapter arm)."""
+        lins = [self.enc[f"k{k}_d{q}"][0] for q in self.dims]
+        widths = [WIDTHS[q] for q in self.dims]
+        rows, before = [], 0
+        for lin, w in zip(lins, widths):
+            rows.append(F.pad(lin.weight, (before, sum(widths) - before - w)))
+            before += w
+        return torch.cat(rows, 0), torch.cat([lin.bias for lin in lins])
+
     def forward(self, rel: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:  # (B, G, K, 3) -> (B, G, dt)
-        raw = self.raw(rel, table)
-        return self.fuse(torch.cat([self.enc[name](raw[name]).amax(-2) for name in self.enc], -1))
+        """Per scale: every dimension's encoder (Linear + GELU) on its simplices, max-pooled over them;
+        concatenated in the order of ``enc`` (scale-major) and fused."""
+        pooled = []
+        if table is not None and not self.noise and self.dims == tuple(range(len(self.dims))):
+            last = sum(WIDTHS[q] for q in self.dims)  # the dimensions used are the table's first columns
+            feats = {k: table[..., self.rows[k], :last] for k in self.scales}
+        else:
+            raw = self.raw(rel, table)
+            feats = {k: torch.cat([raw[f"k{k}_d{q}"] for q in self.dims], -1) for k in self.scales}
+        for k in self.scales:
+            W, b = self.scale_block(k)
+            pooled.append(F.gelu(F.linear(feats[k], W, b)).max(-2).values)  # max-pool (max, not amax: the cheaper backward)
+        return self.fuse(torch.cat(pooled, -1))
 
 
 class TopAdapter(nn.Module):

@@ -1,6 +1,7 @@
-"""One arm (a job runs a group of arms): for every learning rate of the grid (the same grid, epochs and batch for
-every arm) train every seed, pick the rate per seed on validation (ties within the selection's standard error go
-to the default rate), report its test accuracy.
+"""One arm (a job runs a group of arms), tuned the same way in every arm: a learning-rate sweep that is the start
+of the full run (every rate of the grid trains the first ``sweep_epochs`` of the ``epochs``-long cosine schedule),
+one rate picked per arm on the validation accuracy pooled over the seeds (ties within the pooled selection's
+standard error go to the default rate), the picked rate's runs carried on to ``epochs``; its test accuracy.
 
 Arms: ``head`` (linear head on the frozen pretrained backbone), ``head_random`` (the same on a random-init
 backbone: how much pretraining gives), ``full_ft`` (everything trained), ``lora`` (peft), ``idpt``, ``dapt``,
@@ -30,7 +31,7 @@ from icmlrepro.core.seeding import derive_seed
 from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
 
 from .backbone import new_backbone
-from .fitting import Classifier, accuracy_batched, count_params, fit_batched, freeze_like
+from .fitting import BatchedRun, Classifier, accuracy_batched, count_params, freeze_like
 from .geometry import simplex_table
 from .method import VARIANTS, TopAdapter
 from .peft_baselines import DAPT, IDPT, NoAdapter, PointPEFT, add_lora
@@ -132,48 +133,77 @@ def add_simplex_tables(data: dict, scales) -> None:
             data[split]["topo"] = simplex_table(data[split]["rel"], scales)
 
 
+def epoch_means(losses: np.ndarray, epochs: int) -> np.ndarray:
+    """The mean training loss of each epoch (the convergence curve recorded per seed and rate)."""
+    return np.asarray(losses, dtype=float).reshape(epochs, -1).mean(1)
+
+
 def run_arm(arm: str, data: dict, states: dict, s: dict, widths: dict[str, int] | None = None) -> dict:
-    """Every seed x rate of one arm (``data[seed]``: that replicate's downstream splits); per seed the grid, the
-    validation pick (ties to ``lr_default`` within one standard error of the best validation accuracy) and its
-    test accuracy."""
+    """Every seed of one arm (``data[seed]``: that replicate's downstream splits), tuned by a learning-rate sweep
+    that is the start of the full run: every rate of the grid trains ``sweep_epochs`` epochs of the
+    ``epochs``-long cosine schedule; the rate is picked once per arm on the validation accuracy pooled over the
+    seeds (ties within one standard error of the pooled accuracy go to ``lr_default`` or the tied rate nearest
+    it); the picked rate's runs carry on to ``epochs`` (the same run as one uninterrupted ``epochs``-long run).
+    Validation at the end, test accuracy at the picked rate only, the training loss curve per epoch."""
     seeds = [int(x) for x in s["seeds"]]
     n_classes = len(data[seeds[0]]["classes"])
     width = (widths or {}).get(arm)
     k = int(s.get("seed_batch", len(seeds)))
     chunks = [seeds[i:i + k] for i in range(0, len(seeds), k)]
+    epochs = int(s["epochs"])
+    sweep = min(int(s.get("sweep_epochs", epochs)), epochs)
     grid = {seed: [] for seed in seeds}
     ref = None
     topo = arm in TOPADAPTER_ARMS
     if topo:
         for seed in seeds:
             add_simplex_tables(data[seed], s["scales"])
+    runs = {}
     for lr in s["lr_grid"]:
-        for chunk in chunks:
+        for c, chunk in enumerate(chunks):
             batch, ref = build_seed_batch(arm, states, s, n_classes, chunk, width)
             _noise_seed(ref, chunk, arm, lr, "train")
+            run = BatchedRun(batch, [data[sd]["train"] for sd in chunk], epochs, s["batch"], lr,
+                             train_rngs(chunk, arm, lr), topo=topo)
             t0 = time.perf_counter()
-            losses = fit_batched(batch, [data[sd]["train"] for sd in chunk], s["epochs"], s["batch"], lr,
-                                 train_rngs(chunk, arm, lr), topo=topo)
-            seconds = (time.perf_counter() - t0) / len(chunk)
+            losses = run.train(sweep)
+            seconds = time.perf_counter() - t0
             _noise_seed(ref, chunk, arm, lr, "val")
             val = accuracy_batched(batch, [data[sd]["val"] for sd in chunk], topo=topo)
-            _noise_seed(ref, chunk, arm, lr, "test")
-            test = accuracy_batched(batch, [data[sd]["test"] for sd in chunk], topo=topo)
+            runs[lr, c] = (run, losses, seconds)
             for i, seed in enumerate(chunk):
-                grid[seed].append({"lr": lr, "val_acc": val[i], "test_acc": test[i], "train_seconds": seconds,
-                                   "final_loss": float(np.mean(losses[-5:, i]))})
+                grid[seed].append({"lr": lr, "val_acc": val[i], "sweep_loss": float(epoch_means(losses[:, i], sweep)[-1]),
+                                   "test_acc": None, "final_loss": None})
     trainable, total = count_params(ref)
     n_val = len(data[seeds[0]]["val"]["labels"])
+    pooled = [float(np.mean([grid[sd][j]["val_acc"] for sd in seeds])) for j in range(len(s["lr_grid"]))]
+    se = accuracy_se(max(pooled), n_val * len(seeds))
+    pick = pick_with_ties(s["lr_grid"], pooled, s["lr_default"], tolerance=se)
+    lr = pick.value
     out = {}
-    for seed, rows in grid.items():
-        vals = [r["val_acc"] for r in rows]
-        se = accuracy_se(max(vals), n_val)
-        pick = pick_with_ties(s["lr_grid"], vals, s["lr_default"], tolerance=se)
-        r = rows[pick.index]
-        out[str(seed)] = {"grid": rows, "chosen": pick.index, "chosen_lr": pick.value, "test_acc": r["test_acc"],
-                          "val_acc": r["val_acc"], "selection_se": se, "tie": bool(pick.moved_by_tie),
-                          "at_grid_edge": at_grid_edge(pick.value, s["lr_grid"]), "trainable": trainable,
-                          "total": total, "width": width, "train_seconds": float(np.mean([x["train_seconds"] for x in rows]))}
+    for c, chunk in enumerate(chunks):  # the picked rate's runs carry on to the end of their schedule
+        run, first, seconds = runs[lr, c]
+        _noise_seed(ref, chunk, arm, lr, "continue")
+        t0 = time.perf_counter()
+        losses = np.concatenate([first, run.train(epochs - sweep)])
+        seconds = (seconds + time.perf_counter() - t0) / len(chunk)
+        fin = {}
+        for split in ("val", "test", "train"):
+            _noise_seed(ref, chunk, arm, lr, split)
+            fin[split] = accuracy_batched(run.model, [data[sd][split] for sd in chunk], topo=topo)
+        for i, seed in enumerate(chunk):
+            curve = epoch_means(losses[:, i], epochs)
+            fifth = max(1, epochs // 5)
+            row = grid[seed][pick.index]
+            row.update({"test_acc": fin["test"][i], "final_loss": float(curve[-1]), "train_seconds": seconds})
+            out[str(seed)] = {"grid": grid[seed], "chosen": pick.index, "chosen_lr": lr, "test_acc": fin["test"][i],
+                              "val_acc": row["val_acc"], "val_acc_final": fin["val"][i], "train_acc": fin["train"][i],
+                              "pooled_val_acc": pooled, "selection_se": se, "tie": bool(pick.moved_by_tie),
+                              "at_grid_edge": at_grid_edge(lr, s["lr_grid"]), "trainable": trainable, "total": total,
+                              "width": width, "train_seconds": seconds, "final_loss": float(curve[-1]),
+                              "loss_drop_last_fifth": float(curve[-fifth - 1] - curve[-1]) if epochs > fifth else 0.0,
+                              "loss_curve": [float(x) for x in curve], "sweep_epochs": sweep, "epochs": epochs}
+    del runs
     return {"seeds": out}
 
 
