@@ -125,7 +125,8 @@ def test_perfect_predictions_score_perfectly_after_the_join(built):
     te = pairs[pairs["part"] == "test"].reset_index(drop=True)
     pred = te[["image", "base", "split", "action_id"]].assign(
         pred_unsafe=te["unsafe"], pred_type=te["risk_type"], pred_hazard=te["hazard"], arm="a", seed=0)
-    joined = evaluate.join_labels(pred, te[["image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]])
+    joined = evaluate.join_labels(pred, te[["image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]]
+                                  .assign(seed=0))
     assert len(joined) == len(te)
     sc = evaluate.score(joined).set_index("group")
     assert (sc["risk_acc"] == 1.0).all()
@@ -209,6 +210,14 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     metrics = check_smoke_paper(smoke_run, "embguard", ("split_accuracy_fpr.png", "example_scenes.png"),
                                 is_timing=lambda n: n.startswith("train_seconds"))
     assert metrics.get("test_actions_seen_in_training").values == [0.0] * len(metrics.replicates)
+    # every seed is trained and tested on its own data set (issue 40)
+    out = smoke_run / "results" / "smoke" / "embguard"
+    pairs = pd.read_parquet(out / "data" / "pairs.parquet")
+    pred = pd.read_parquet(out / "train" / "guard" / "predictions.parquet")
+    assert sorted(pairs["seed"].unique()) == sorted(metrics.replicates)
+    for sd in metrics.replicates:
+        own_test = set(pairs.loc[(pairs["seed"] == sd) & (pairs["part"] == "test"), "image"])
+        assert set(pred.loc[pred["seed"] == sd, "image"]) <= own_test
     assert metrics.get("fpr.salience_oracle.decoupled_benign").values[0] == 1.0  # over-cautious by construction
     assert metrics.get("risk_acc.salience_oracle.risky").values[0] == 1.0       # perfect perception
     # the learned stand-in is trained and scored like every arm (not a copy of the oracle rule)
@@ -293,3 +302,36 @@ def test_a_planted_control_that_clears_benign_scenes_better_fails_the_claim():
     mf2.add("fpr.salience.benign", [0.45, 0.5, 0.48, 0.52, 0.47])
     for cid in ("compositional_variation", "lower_false_positives"):
         assert V.judge_claim(by_id[cid], mf2).verdict == V.REPRODUCED, cid
+
+
+# --- seeds that cover the data (issue 40): every seed draws its own train and test sets -----------------------
+
+def test_every_seed_draws_its_own_data_and_reruns_are_identical():
+    pairs, images = data.build_all(SMALL, [0, 1])
+    again, images2 = data.build_all(SMALL, [0, 1])
+    pd.testing.assert_frame_equal(pairs, again)
+    assert np.array_equal(images, images2)
+    one, one_images = data.build(SMALL, 1)
+    own = pairs[pairs["seed"] == 1].reset_index(drop=True)
+    # a seed's own set is build(s, seed), its images shifted behind the earlier seeds'
+    assert own["objects"].tolist() == one["objects"].tolist()
+    assert np.array_equal(images[own["image"].to_numpy()], one_images[one["image"].to_numpy()])
+    assert set(pairs.loc[pairs["seed"] == 0, "image"]).isdisjoint(own["image"])
+    # redrawn: scenes and rendered images differ between seeds (not one data set shared by every seed)
+    zero = pairs[pairs["seed"] == 0].reset_index(drop=True)
+    assert (zero["objects"] != own["objects"]).mean() > 0.5
+    assert not np.array_equal(images[zero["image"].to_numpy()], images[own["image"].to_numpy()])
+    # one action table over every seed; the held-out action strings stay held out across seeds too
+    assert (pairs["action_id"].map(dict(enumerate(sorted(pairs["action"].unique())))) == pairs["action"]).all()
+    tr, te = pairs[pairs["part"] == "train"], pairs[pairs["part"] == "test"]
+    assert not te["action"].isin(set(tr["action"])).any()
+
+
+def test_a_prediction_joined_to_another_seeds_test_set_is_caught():
+    pairs, _ = data.build_all(SMALL, [0, 1])
+    te = pairs[pairs["part"] == "test"].reset_index(drop=True)
+    keep = ["seed", "image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]
+    pred = te[te["seed"] == 0][["image", "base", "split", "action_id"]].assign(
+        pred_unsafe=True, pred_type="fire", pred_hazard="stove", arm="a", seed=1)  # seed 0's pairs labelled seed 1
+    with pytest.raises(ValueError, match="one to one"):
+        evaluate.join_labels(pred, te[keep])

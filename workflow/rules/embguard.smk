@@ -1,12 +1,12 @@
 # EMBGuard: action-conditioned physical-safety guard (resources/claims/embguard.yaml).
-# embguard_data -> embguard_train (one job per arm, seeds inside) -> embguard_eval -> embguard_figures
+# embguard_data (every seed's own train/test set) -> embguard_train (one job per arm, seeds inside) -> embguard_eval -> embguard_figures
 from icmlrepro.papers.embguard.workflow_inputs import embguard_prediction_files
 
 
 rule embguard_data:
     output:
         pairs="results/{scale}/embguard/data/pairs.parquet",
-        images="results/{scale}/embguard/data/images.npy",
+        images="results/{scale}/embguard/data/images.npz",
         actions="results/{scale}/embguard/data/action_embeddings.npy",
         summary="results/{scale}/embguard/data/summary.json",
     params:

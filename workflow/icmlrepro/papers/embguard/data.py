@@ -20,6 +20,10 @@ Train and test come from disjoint combinations: the items of causal actions, the
 strings, and the (target, extra element) pairs of selective scenes are split by a stable hash, so no test
 action string and no test pairing of hazards is ever trained on. Training keeps every variant with its
 ``variant`` tag; the arms of ``train.py`` choose which variants they may use.
+
+Every seed draws its own train and test sets (scenarios, layouts, hazard visibility, rendered images) from its
+seed (``build_all``): the seed-to-seed spread of the metrics covers the data as well as the training. The
+train/test split of action strings and hazard pairings is a stable hash, the same for every seed.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from icmlrepro.core.io import write_json, write_npy, write_parquet
+from icmlrepro.core.io import write_json, write_npy, write_npz, write_parquet
 from icmlrepro.core.seeding import derive_seed
 
 from .render import render
@@ -184,21 +188,39 @@ def encode_actions(texts: list[str], s: dict, workdir: Path) -> np.ndarray:
     return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
 
 
+def build_all(s: dict, seeds) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every seed's own data set (``build(s, seed)``) in one table with a ``seed`` column; ``image`` indexes the
+    concatenated images and ``action_id`` the sorted union of the action strings."""
+    frames, stacks, offset = [], [], 0
+    for seed in seeds:
+        pairs, images = build(s, int(seed))
+        frames.append(pairs.assign(seed=int(seed), image=pairs["image"] + offset))
+        stacks.append(images)
+        offset += len(images)
+    pairs = pd.concat(frames, ignore_index=True)
+    actions = sorted(pairs["action"].unique())
+    pairs["action_id"] = pairs["action"].map({a: i for i, a in enumerate(actions)})
+    return pairs, np.concatenate(stacks)
+
+
 def run(job) -> None:
     import tempfile
 
     s = job.params
-    pairs, images = build(s, s["seeds"][0])
+    pairs, images = build_all(s, s["seeds"])
     actions = sorted(pairs["action"].unique())
     with tempfile.TemporaryDirectory() as tmp:
         emb = encode_actions(actions, s, Path(tmp))
-    write_npy(job.output.images, images)
+    write_npz(job.output.images, {"images": images})
     write_npy(job.output.actions, emb)
     write_parquet(job.output.pairs, pairs)
     tr, te = pairs[pairs["part"] == "train"], pairs[pairs["part"] == "test"]
+    per_seed = {int(sd): {"train": int((tr["seed"] == sd).sum()), "test": int((te["seed"] == sd).sum()),
+                          "test_actions_in_train": int(te.loc[te["seed"] == sd, "action"].isin(
+                              set(tr.loc[tr["seed"] == sd, "action"])).sum())} for sd in s["seeds"]}
     write_json(job.output.summary, {
-        "n_pairs": {"train": len(tr), "test": len(te)}, "n_actions": len(actions),
+        "n_pairs": {"train": len(tr), "test": len(te)}, "n_actions": len(actions), "per_seed": per_seed,
         "test_by_split": te["split"].value_counts().sort_index().to_dict(),
         "train_by_variant": tr["variant"].value_counts().sort_index().to_dict(),
-        "test_actions_in_train": int(te["action"].isin(set(tr["action"])).sum()),
+        "test_actions_in_train_any_seed": int(te["action"].isin(set(tr["action"])).sum()),
         "image_shape": list(images.shape[1:]), "action_dim": int(emb.shape[1])})

@@ -58,8 +58,10 @@ def explain(action: str, unsafe: bool, risk_type: str, hazard: str) -> str:
 
 
 def join_labels(pred: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
-    """A trained arm's predictions with their pairs' labels (one row per prediction, checked)."""
-    out = pred.drop(columns=["base", "action_id"]).merge(labels, on=["image", "split"], how="left", validate="many_to_one")
+    """A trained arm's predictions with their pairs' labels (one row per prediction, checked; a seed's
+    predictions join its own test set)."""
+    out = pred.drop(columns=["base", "action_id"]).merge(labels, on=["seed", "image", "split"], how="left",
+                                                         validate="many_to_one")
     if len(out) != len(pred) or out["unsafe"].isna().any():
         raise ValueError("embguard: predictions do not match the test pairs one to one")
     return out
@@ -69,13 +71,13 @@ def all_predictions(job, s: dict, test: pd.DataFrame) -> pd.DataFrame:
     """Predictions of every arm and seed joined to the test labels.
 
     A test pair is (image, split): a causal pair and its action-augmented twin share one image, so joining on
-    the image alone would give each prediction both labels."""
-    keep = ["image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]
+    the image alone would give each prediction both labels. Each seed has its own test set."""
+    keep = ["seed", "image", "base", "split", "action", "unsafe", "risk_type", "hazard", "active"]
     frames = []
     for arm in s["arms"]:
         frames.append(join_labels(read_parquet(job.input[arm]), test[keep]))
     for seed in s["seeds"]:
-        base = test[keep].reset_index(drop=True)
+        base = test.loc[test["seed"] == seed, keep].drop(columns="seed").reset_index(drop=True)
         frames.append(pd.concat([base, salience_predict(base["active"])], axis=1).assign(arm="salience_oracle", seed=seed))
         frames.append(pd.concat([base, chance_predict(len(base), seed)], axis=1).assign(arm="chance", seed=seed))
     return pd.concat(frames, ignore_index=True)
@@ -131,10 +133,12 @@ def build_metrics(scores: pd.DataFrame, pred: pd.DataFrame, pairs: pd.DataFrame,
     for arm in s["arms"]:
         mf.add(f"train_seconds.{arm}", [float(trained.loc[(arm, sd)]) for sd in seeds], unit="s",
                direction="lower", timing=True, description=f"wall time of training arm {arm} (one seed)")
-    mf.add("test_actions_seen_in_training", [float(leaked_actions(pairs))] * len(seeds), unit="pairs",
-           direction="lower", description="test pairs whose action string occurs in training (the split's audit: must be 0)")
-    mf.add("n_test_pairs", [float((pairs["part"] == "test").sum())] * len(seeds), unit="pairs", direction="none",
-           description="test pairs (4 splits of equal size)")
+    own = {sd: pairs[pairs["seed"] == sd] for sd in seeds}
+    mf.add("test_actions_seen_in_training", [float(leaked_actions(own[sd])) for sd in seeds], unit="pairs",
+           direction="lower", description="test pairs whose action string occurs in the same seed's training set "
+                                          "(the split's audit: must be 0)")
+    mf.add("n_test_pairs", [float((own[sd]["part"] == "test").sum()) for sd in seeds], unit="pairs",
+           direction="none", description="test pairs of each seed's own test set (4 splits of equal size)")
     return mf
 
 

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 
 from icmlrepro.core.figures import new_grid, save
-from icmlrepro.core.io import read_npy, read_parquet
+from icmlrepro.core.io import read_npz, read_parquet
 
 from .data import BENIGN, SPLITS
 
@@ -58,4 +58,4 @@ def plot_examples(ex, images: np.ndarray, path) -> None:
 
 def run(job) -> None:
     plot_splits(read_parquet(job.input.scores), job.output.splits)
-    plot_examples(read_parquet(job.input.examples), read_npy(job.input.images), job.output.examples)
+    plot_examples(read_parquet(job.input.examples), read_npz(job.input.images)["images"], job.output.examples)

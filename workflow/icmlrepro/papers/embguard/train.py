@@ -20,7 +20,8 @@ Arms (what each one removes), all with the same network size, pair budget, epoch
   imperfect perception (the perfect-perception rule is kept as the reference ``salience_oracle``).
 
 Every arm trains on ``train_pairs`` pairs drawn from the variants it may use, so the ablations differ in what
-the data varies, not in how much data there is. Each seed draws its own sample and initial weights.
+the data varies, not in how much data there is. Each seed trains and is tested on its own data set (drawn from
+that seed by ``data.build_all``) and draws its own sample, initial weights and batch order.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_npy, read_parquet, write_parquet, write_torch
+from icmlrepro.core.io import read_npy, read_npz, read_parquet, write_parquet, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 
 from .model import Guard, decode, guard_loss
@@ -129,10 +130,13 @@ def train_arm(arm: str, pairs: pd.DataFrame, images: np.ndarray, actions: np.nda
 def run(job) -> None:
     s, arm = job.params, job.wildcards.arm
     pairs = read_parquet(job.input.pairs)
-    images, actions = read_npy(job.input.images), read_npy(job.input.actions)
+    images, actions = read_npz(job.input.images)["images"], read_npy(job.input.actions)
     preds, states = [], {}
     for seed in s["seeds"]:
-        model, pred, losses, seconds = train_arm(arm, pairs, images, actions, s, seed)
+        own = pairs[pairs["seed"] == seed].reset_index(drop=True)  # this seed's own train and test sets
+        if own.empty:
+            raise ValueError(f"embguard: no pairs drawn for seed {seed} (rerun embguard_data)")
+        model, pred, losses, seconds = train_arm(arm, own, images, actions, s, seed)
         preds.append(pred.assign(arm=arm, seed=seed, train_seconds=seconds, final_loss=float(np.mean(losses[-10:]))))
         states[seed] = model.state_dict()
     write_torch(job.output.model, {"arm": arm, "states": states})
