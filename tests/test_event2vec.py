@@ -172,7 +172,7 @@ def test_gated_linear_attention_chunkwise_equals_the_recurrence_and_is_causal():
 
     torch.manual_seed(0)
     x = torch.randn(2, 23, 16)
-    for chunk in (1, 4, 7, 64):
+    for chunk in (1, 4, 7, 16, 64):
         m = GatedLinearAttention(16, 2, chunk=chunk)
         with torch.no_grad():
             torch.testing.assert_close(m(x), m.recurrent(x), atol=1e-5, rtol=1e-4)
@@ -243,3 +243,45 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
                                 ("accuracy_vs_events.png", "accuracy_vs_resolution.png", "speed.png"),
                                 is_timing=lambda name: name.startswith(("throughput", "latency")))
     assert metrics.get("params.event2vec").values[0] > 0
+    import pandas as pd  # every seed has its own train and test streams (issue 40)
+    samples = pd.read_parquet(smoke_run / "results" / "smoke" / "event2vec" / "data" / "samples.parquet")
+    for split in ("train", "test"):
+        assert sorted(samples.loc[samples["split"] == split, "seed"].unique()) == sorted(metrics.replicates)
+
+
+def test_every_seed_draws_its_own_train_and_test_sets(tmp_path):
+    """Issue 40: each seed trains and is tested on its own simulated streams (the validation set of the one
+    learning-rate pick is drawn with the first seed's); reruns give the same data; evaluation reads each
+    seed's own test set."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    import yaml
+
+    from icmlrepro.papers.event2vec import data, evaluate
+    from icmlrepro.papers.event2vec.train import load_streams
+
+    from pathlib import Path
+
+    s = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())["event2vec"]["smoke"]
+    s = dict(s, seeds=[3, 5], train_per_class=1, val_per_class=1, test_per_class=1)
+
+    def write(sub):
+        out = {k: str(tmp_path / sub / f"{k}.{e}") for k, e in (("events", "parquet"), ("samples", "parquet"),
+                                                                 ("summary", "json"))}
+        data.run(SimpleNamespace(params=s, output=SimpleNamespace(**out)))
+        return out
+
+    a, b = write("a"), write("b")
+    pd.testing.assert_frame_equal(pd.read_parquet(a["events"]), pd.read_parquet(b["events"]))
+    samples, streams = load_streams(a["events"], a["samples"])
+    per = samples.groupby(["seed", "split"]).size().to_dict()
+    assert per == {(3, "train"): 12, (3, "val"): 12, (3, "test"): 12, (5, "train"): 12, (5, "test"): 12}
+    for split in ("train", "test"):
+        one, two = (np.flatnonzero((samples["split"] == split) & (samples["seed"] == sd)) for sd in (3, 5))
+        assert all(not np.array_equal(streams[i], streams[j]) for i, j in zip(one, two))  # redrawn per seed
+    tests = evaluate.test_sets(samples, streams, [3, 5])
+    idx = np.flatnonzero((samples["split"] == "test") & (samples["seed"] == 5))
+    assert all(x is streams[i] for x, i in zip(tests[5][0], idx))
+    with pytest.raises(ValueError, match="no test streams"):
+        evaluate.test_sets(samples, streams, [7])

@@ -1,5 +1,5 @@
 # event2vec: events as Transformer tokens (resources/claims/event2vec.yaml).
-# event2vec_data -> event2vec_train (one job per arm: LR tuning on the first seed, ties to lr_default, then every seed)
+# event2vec_data (every seed's own train/test set) -> event2vec_train (one job per arm: LR tuning on the first seed, ties to lr_default, then every seed)
 #   -> event2vec_eval -> event2vec_figures
 from icmlrepro.papers.event2vec.workflow_inputs import event2vec_model_files
 
@@ -12,7 +12,7 @@ rule event2vec_data:
     params:
         stage="event2vec.data",
         spec=paths_spec,
-        settings=settings_of("event2vec", "sensor", "frames", "threshold", "threshold_sigma", "refractory_us",
+        settings=settings_of("event2vec", "seeds", "sensor", "frames", "threshold", "threshold_sigma", "refractory_us",
                              "noise_hz", "denoise_us", "train_per_class", "val_per_class", "test_per_class",
                              "data_seed"),
     log:

@@ -4,6 +4,11 @@ Backgrounds are crops of real photographs shipped with scikit-image; the test sp
 seen in training or validation (a held-out texture set), and every sample draws its own trajectory phase,
 centre, size and speed. tonic's ``Denoise`` filter is applied to every stream, the same input for all arms;
 the summary audits it against the simulator's own record of which events were noise.
+
+Every seed draws its own train and test sets (``seed_base``: trajectories, crops, thresholds and noise of
+every stream), so the seed-to-seed spread covers the data as well as the training. The validation set is
+drawn once, with the first seed's sets: it serves only the learning-rate pick, which is made once on the
+first seed and shared by every seed (train.py).
 """
 
 from __future__ import annotations
@@ -72,14 +77,27 @@ def _key(ev: np.ndarray) -> np.ndarray:
     return ((ev["t"] * 4096 + ev["y"]) * 4096 + ev["x"]) * 2 + ev["p"]
 
 
+def seed_base(data_seed: int, seed: int) -> int:
+    """The base of every random stream of ``seed``'s own data set."""
+    return derive_seed(data_seed, "event2vec", "data", seed)
+
+
 def run(job) -> None:
     s = job.params
+    seeds = list(s["seeds"])
     rows, streams, audits = [], [], {}
-    for split, photos, n in (("train", TRAIN_PHOTOS, s["train_per_class"]), ("val", TRAIN_PHOTOS, s["val_per_class"]),
-                             ("test", TEST_PHOTOS, s["test_per_class"])):
-        r, st, audits[split] = simulate_split(split, n, s, load_photos(photos), s["data_seed"])
-        rows += r
-        streams += st
+    photos = {"train": load_photos(TRAIN_PHOTOS), "test": load_photos(TEST_PHOTOS)}
+    for seed in seeds:
+        parts = [("train", "train", s["train_per_class"]), ("test", "test", s["test_per_class"])]
+        if seed == seeds[0]:  # the validation set of the learning-rate pick (made once, on the first seed)
+            parts.insert(1, ("val", "train", s["val_per_class"]))
+        for split, kind, n in parts:
+            r, st, audit = simulate_split(split, n, s, photos[kind], seed_base(s["data_seed"], seed))
+            rows += [x | {"seed": seed} for x in r]
+            streams += st
+            for k, v in audit.items():
+                audits.setdefault(split, {}).setdefault(k, 0)
+                audits[split][k] += v
     samples = pd.DataFrame(rows)
     samples.insert(0, "sample", np.arange(len(samples)))
     ev = np.concatenate(streams) if streams else np.zeros(0, EVENT_DTYPE)
@@ -89,5 +107,6 @@ def run(job) -> None:
     write_parquet(job.output.samples, samples)
     write_json(job.output.summary, {
         "classes": list(CLASSES), "samples": samples.groupby("split").size().to_dict(),
+        "samples_per_seed": {str(sd): g["split"].value_counts().sort_index().to_dict() for sd, g in samples.groupby("seed")},
         "events_per_sample": samples.groupby("split")["n_events"].describe().round(1).to_dict("index"),
         "denoise": audits, "train_photos": list(TRAIN_PHOTOS), "test_photos": list(TEST_PHOTOS)})

@@ -1,7 +1,8 @@
 """Stage ``event2vec.evaluate``: accuracy sweeps, parameters, throughput and latency; metrics.json.
 
 Accuracy is measured on the test split (held-out background photographs) at the full event budget, over
-the event-budget sweep and over the resolution sweep; the event draws are shared by every arm and seed.
+the event-budget sweep and over the resolution sweep; every seed's models are tested on that seed's own test
+set (data.py), and within a seed the event draws are shared by every arm.
 Speed is end to end, raw stream to logits (subsampling and each arm's representation building included),
 all arms in this one process, interleaved round-robin with a warm-up pass excluded, the median of
 ``timing_repeats`` rounds: throughput on batches of ``throughput_batch`` streams, latency at batch 1.
@@ -47,6 +48,17 @@ def ablated_inputs(x: dict, mode: str, rng: np.random.Generator) -> dict:
     return x
 
 
+def test_sets(samples: pd.DataFrame, streams, seeds) -> dict:
+    """{seed: (test streams, labels)}: every seed's own test set (data.py draws one per seed)."""
+    out = {}
+    for seed in seeds:
+        idx = np.flatnonzero((samples["split"].to_numpy() == "test") & (samples["seed"].to_numpy() == seed))
+        if not len(idx):
+            raise ValueError(f"event2vec: no test streams for seed {seed} (rerun event2vec_data)")
+        out[seed] = ([streams[i] for i in idx], samples["label"].to_numpy()[idx])
+    return out
+
+
 def load_models(job, s: dict) -> dict:
     """{(arm, seed): model} for every arm and seed, in eval mode."""
     models = {}
@@ -59,33 +71,39 @@ def load_models(job, s: dict) -> dict:
     return models
 
 
-def accuracy_table(models: dict, streams, labels: np.ndarray, s: dict) -> pd.DataFrame:
-    """One row per (arm, seed, sweep, value): accuracy overall and on the time-defined classes."""
-    timed = np.isin(labels, [CLASSES.index(c) for c in TIME_DEFINED])
+def accuracy_table(models: dict, tests: dict, s: dict) -> pd.DataFrame:
+    """One row per (arm, seed, sweep, value): accuracy overall and on the time-defined classes; ``tests`` maps
+    a seed to its own test set (streams, labels)."""
     settings = [("full", s["max_events"], 1)]
     settings += [("events", n, 1) for n in s["event_budgets"]]
     settings += [("resolution", s["max_events"], f) for f in s["res_factors"]]
     rows = []
     for (arm, seed), model in models.items():
+        streams, labels = tests[seed]
+        timed = np.isin(labels, [CLASSES.index(c) for c in TIME_DEFINED])
         extra = [(abl, s["max_events"], 1) for abl in ABLATIONS] if arm == EVENT2VEC else []
+        done = {}  # the full budget at factor 1 is also the resolution sweep's first point: predicted once
         for sweep, budget, factor in settings + extra:
             ablate = sweep if sweep in ABLATIONS else None
-            hit = predict(model, arm, streams, s, budget, factor, "test", ablate=ablate) == labels
+            if (budget, factor, ablate) not in done:
+                done[(budget, factor, ablate)] = predict(model, arm, streams, s, budget, factor, "test", ablate=ablate) == labels
+            hit = done[(budget, factor, ablate)]
             rows.append({"arm": arm, "seed": seed, "sweep": sweep, "budget": budget, "factor": factor,
                          "resolution": s["sensor"] // factor, "acc": float(hit.mean()),
                          "acc_time_defined": float(hit[timed].mean())})
     return pd.DataFrame(rows)
 
 
-def kmeans_table(models: dict, streams, labels: np.ndarray, s: dict) -> pd.DataFrame:
+def kmeans_table(models: dict, tests: dict, s: dict) -> pd.DataFrame:
     """event2vec at the smallest budgets fed k-means centroids (with intensities) instead of a random
-    subsample of the same size: the paper's optional compression, no retraining."""
+    subsample of the same size: the paper's optional compression, no retraining (each seed's own test set)."""
     rows = []
     for k in s["kmeans_budgets"]:
-        comp = [R.kmeans_compress(ev, k, s["sensor"], seed=derive_seed(i, "event2vec", "kmeans")) for i, ev in
-                enumerate(streams)]
-        x = R.event_tokens([c[0] for c in comp], s["sensor"], [c[1] for c in comp])
         for seed in s["seeds"]:
+            streams, labels = tests[seed]
+            comp = [R.kmeans_compress(ev, k, s["sensor"], seed=derive_seed(i, "event2vec", "kmeans")) for i, ev in
+                    enumerate(streams)]
+            x = R.event_tokens([c[0] for c in comp], s["sensor"], [c[1] for c in comp])
             with torch.no_grad():
                 pred = models[(EVENT2VEC, seed)](**x).argmax(1).numpy()
             rows.append({"arm": EVENT2VEC, "seed": seed, "budget": k, "acc": float((pred == labels).mean())})
@@ -98,12 +116,13 @@ def _seconds(fn) -> float:
     return time.perf_counter() - t0
 
 
-def speed_table(models: dict, streams, s: dict, device) -> pd.DataFrame:
-    """Median end-to-end throughput (streams/s) and latency (ms per stream at batch 1) per arm and seed."""
-    batch = streams[: s["throughput_batch"]]
-    single = streams[: s["latency_samples"]]
+def speed_table(models: dict, tests: dict, s: dict, device) -> pd.DataFrame:
+    """Median end-to-end throughput (streams/s) and latency (ms per stream at batch 1) per arm and seed (on the
+    first streams of that seed's test set)."""
     arms, rows = list(s["arms"]), []
     for seed in s["seeds"]:
+        batch = tests[seed][0][: s["throughput_batch"]]
+        single = tests[seed][0][: s["latency_samples"]]
         def run_arm(arm, group):
             model = models[(arm, seed)].to(device)
             rng = np.random.default_rng(0)
@@ -222,14 +241,12 @@ def build_metrics(acc: pd.DataFrame, km: pd.DataFrame, speed: pd.DataFrame, para
 def run(job) -> None:
     s = job.params
     samples, streams = load_streams(job.input.events, job.input.samples)
-    test = np.flatnonzero(samples["split"].to_numpy() == "test")
-    labels = samples["label"].to_numpy()[test]
-    test_streams = [streams[i] for i in test]
+    tests = test_sets(samples, streams, s["seeds"])
     models = load_models(job, s)
     device = torch_device()
-    acc = accuracy_table(models, test_streams, labels, s)
-    km = kmeans_table(models, test_streams, labels, s) if EVENT2VEC in s["arms"] else pd.DataFrame()
-    speed = speed_table(models, test_streams, s, device)
+    acc = accuracy_table(models, tests, s)
+    km = kmeans_table(models, tests, s) if EVENT2VEC in s["arms"] else pd.DataFrame()
+    speed = speed_table(models, tests, s, device)
     params = {arm: n_params(models[(arm, s["seeds"][0])]) for arm in s["arms"]}
     tuning = {arm: read_json(job.input[f"{arm}_tuning"]) for arm in s["arms"]}
     write_parquet(job.output.accuracy, acc)

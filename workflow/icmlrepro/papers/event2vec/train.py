@@ -1,7 +1,8 @@
 """Stage ``event2vec.train``: one job per arm, the same budget for every arm.
 
-Each arm tunes its learning rate over the same grid on the first seed (validation accuracy at the full event
-budget), then trains every seed at the chosen rate with equal steps and batch. Rates whose validation accuracy
+Each arm tunes its learning rate over the same grid on the first seed (its training set, validation accuracy at
+the full event budget), then trains every seed on that seed's own training set (data.py) at the chosen rate with
+equal steps and batch. Rates whose validation accuracy
 is within one standard error of the best (``accuracy_se`` on the validation items) are a tie, and a tie goes
 to the arm's default rate (``lr_default``, the same for every arm; ``core.tuning.pick_with_ties``). Training draws, per batch, an
 event budget from the evaluation's budgets (``event_budgets`` and ``max_events``) and a resolution factor
@@ -98,15 +99,23 @@ def train_model(arm: str, streams, labels: np.ndarray, s: dict, seed: int, lr: f
 def run(job) -> None:
     s, arm = job.params, job.wildcards.arm
     samples, streams = load_streams(job.input.events, job.input.samples)
-    split = samples["split"].to_numpy()
+    split, of_seed = samples["split"].to_numpy(), samples["seed"].to_numpy()
     labels = samples["label"].to_numpy()
-    tr, va = np.flatnonzero(split == "train"), np.flatnonzero(split == "val")
-    tr_streams, va_streams = [streams[i] for i in tr], [streams[i] for i in va]
     seeds = list(s["seeds"])
+
+    def train_set(seed):  # every seed trains on its own training set (data.py)
+        idx = np.flatnonzero((split == "train") & (of_seed == seed))
+        if not len(idx):
+            raise ValueError(f"event2vec: no training streams for seed {seed} (rerun event2vec_data)")
+        return [streams[i] for i in idx], labels[idx]
+
+    va = np.flatnonzero(split == "val")  # drawn with the first seed's sets: the pick is made there
+    va_streams = [streams[i] for i in va]
     tuning, models = [], {}
+    tr_streams, tr_labels = train_set(seeds[0])
     for lr in s["lr_grid"]:
         t0 = time.perf_counter()
-        model, losses = train_model(arm, tr_streams, labels[tr], s, seeds[0], lr)
+        model, losses = train_model(arm, tr_streams, tr_labels, s, seeds[0], lr)
         acc = float((predict(model, arm, va_streams, s, s["max_events"], 1, "val") == labels[va]).mean())
         tuning.append({"lr": lr, "val_acc": acc, "final_loss": float(np.mean(losses[-10:])) if losses else None,
                        "train_seconds": time.perf_counter() - t0})
@@ -121,7 +130,7 @@ def run(job) -> None:
             model, losses, secs = models[(seed, best)]
         else:
             t0 = time.perf_counter()
-            model, losses = train_model(arm, tr_streams, labels[tr], s, seed, best)
+            model, losses = train_model(arm, *train_set(seed), s, seed, best)
             secs = time.perf_counter() - t0
         out[seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": secs}
     write_torch(job.output.models, {"arm": arm, "lr": best, "seeds": out})
