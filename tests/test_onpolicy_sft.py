@@ -118,6 +118,23 @@ def test_restyle_keeps_the_answer_and_changes_the_trace():
         styles.restyle(Task("dyck", 2, "dyck ( ) ?", "( 1 ; ) 0", "yes"))
 
 
+def test_joiner_style_keeps_the_steps_and_changes_only_the_joiner():
+    t = Task("sort", 3, "sort 3 1 2 ?", "1 | 3 2 ; 2 | 3 ; 3 |", "1 2 3")
+    r = styles.restyle(t, "joiner")
+    assert r.trace == "1 | 3 2 then 2 | 3 then 3 |" and r.answer == t.answer and check(t, styles.solution(r))
+    assert r.trace.replace(" then ", " ; ") == t.trace  # the steps are the model's own
+    with pytest.raises(ValueError):
+        styles.restyle(t, "other")
+    p = {**SMALL, "target": {**SMALL["target"], "style": "joiner"},
+         "pretrain": {**SMALL["pretrain"], "target_steps_range": [2, 6]}}
+    pre = data.pretrain_table(p)
+    plain = pre[(pre["family"] == "sort") & (pre["prompt"] == pre["question"])]
+    assert plain["difficulty"].max() > SMALL["pretrain"]["steps_range"][1]  # the target family's own range
+    assert pre.loc[pre["family"] != "sort", "difficulty"].max() <= SMALL["pretrain"]["steps_range"][1]
+    target = data.target_table(p, set(pre["question"]))
+    assert all(" then " in x and " | " in x and ";" not in x for x in target["styled_trace"])
+
+
 SMALL = {"seeds": [0, 1], "target_family": "sort", "ood_families": ["dyck"],
          "pretrain": {"n_per_family": 40, "steps_range": [2, 4], "n_hint": 40, "hint_steps_range": [2, 6]},
          "target": {"n_train": 10, "n_val": 5, "n_test": 5, "steps_range": [5, 6]},
@@ -231,7 +248,7 @@ def _gate_states(rows: list[dict]) -> dict:
     return {g: r.state for g, r in V.judge_gates(load_claims("onpolicy_sft"), mf).items()}
 
 
-def _planted(seed: int, base_ood: float = 0.9, dpo_ood: float = 0.6, majority: float = 0.2) -> dict:
+def _planted(seed: int, base_ood: float = 0.8, dpo_ood: float = 0.5, majority: float = 0.2) -> dict:
     j = 0.01 * (seed % 3)
     healthy = {f"id_acc.{a}": 0.5 + j for a in ("sft", "dft", "idft", "self_sft", "gt_matched_sft", "hint_sft",
                                                "hint0_sft", "hint_idft", "dpo", "simpo")}
@@ -255,3 +272,33 @@ def test_balance_gate_fails_on_a_mostly_one_answer_set():
     assert _gate_states([_planted(s, majority=71 / 80) for s in range(5)])["ood_balanced"] == "fails"
     shares = data.answer_shares(pd.DataFrame({"family": ["dyck"] * 80, "answer": ["no"] * 71 + ["yes"] * 9}))
     assert shares["dyck"] == pytest.approx(0.8875)
+
+
+def test_band_gate_reads_the_base_model_and_fails_at_the_ceiling_or_the_floor():
+    """ood_band: the base model must sit inside the out-of-domain scale (room for forgetting and for gains); SFT
+    collapsing out of domain (the paper's claimed direction) is an outcome the gate lets through."""
+    rows = [_planted(s) for s in range(5)]
+    for r in rows:
+        r["ood_acc.sft"] = 0.0
+    assert _gate_states(rows)["ood_band"] == "holds"
+    assert _gate_states([_planted(s, base_ood=0.99) for s in range(5)])["ood_band"] == "fails"  # at the ceiling
+    assert _gate_states([_planted(s, base_ood=0.15) for s in range(5)])["ood_band"] == "fails"  # at the majority
+
+
+def test_learning_gates_fail_on_a_planted_arm_that_did_not_learn():
+    """Every '<arm> learns' gate fails when that arm sits at (or below) the base model in domain."""
+    gates = {"sft": "sft_beats_base_in_domain", "self_sft": "on_policy_arms_learn",
+             "gt_matched_sft": "on_policy_arms_learn", "hint_sft": "hinted_sft_arms_learn",
+             "hint0_sft": "hinted_sft_arms_learn", "idft": "idft_learns", "dft": "dft_learns",
+             "hint_idft": "framework_learns", "dpo": "offline_rl_learns", "simpo": "offline_rl_learns"}
+    for arm, gate in gates.items():
+        rows = [_planted(s) for s in range(5)]
+        for r in rows:
+            r[f"id_acc.{arm}"] = r["id_acc.base"] - 0.05
+        states = _gate_states(rows)
+        assert states[gate] == "fails", (arm, states)
+        assert all(v == "holds" for g, v in states.items() if g not in (gate,)), (arm, states)
+    rows = [_planted(s) for s in range(5)]
+    for r in rows:
+        r["correct_fraction.hinted"] = r["id_acc.base"]  # the hint is ignored
+    assert _gate_states(rows)["hinted_corpus_uses_hint"] != "holds"

@@ -4,7 +4,9 @@
 - ``self``: the model's own first correct sample per problem (plain prompt, temperature T; on-policy);
 - ``ground_truth_matched``: ground truth of exactly the problems ``self`` covers (its off-policy twin);
 - ``hinted``: Hinted Decoding with beta > 0; ``hinted_beta0``: the hinted stream alone (beta = 0);
-- preference pairs: ground truth (chosen) vs the model's own first wrong sample (rejected).
+- preference pairs (``pair_chosen``): the model's own first correct sample (``self``: offline RL on the model's
+  own samples, problems with both a correct and a wrong sample) or the ground truth (``ground_truth``) as chosen,
+  the model's own first wrong sample as rejected.
 Generation is timed (``cost_clock``), since it is part of each pipeline's cost. Every corpus row carries
 its sequence phi under the base model (``ddt.sequence_phi``).
 """
@@ -96,8 +98,10 @@ def build(model, tokenizer, tasks: list[Task], styled: list[Task], s: dict, seed
                          "lam": float("nan")})
             rows.append({"corpus": "ground_truth_matched", "problem": i, "prompt": t.prompt,
                          "completion": solution(st), "correct": True, "lam": float("nan")})
-        if bad:
+        if bad and s.get("pair_chosen", "ground_truth") == "ground_truth":
             pairs.append({"problem": i, "prompt": t.prompt, "chosen": solution(st), "rejected": bad[0]})
+        elif bad and good:  # on-policy pairs: the model's own correct vs its own wrong sample of one problem
+            pairs.append({"problem": i, "prompt": t.prompt, "chosen": good[0], "rejected": bad[0]})
     for name, beta in (("hinted", s["hint_beta"]), ("hinted_beta0", 0.0)):
         t0 = cost_clock(model.device)
         texts, lams = hinted(model, tokenizer, tasks, styled, beta, s, seed)

@@ -1,6 +1,8 @@
 """Stage ``onpolicy_sft.data``: pretraining corpus, target and out-of-domain task sets, tokenizer.
 
-- pretraining (the base model's own distribution): every family in the native style, plus hint
+- pretraining (the base model's own distribution): every family in the native style (the target family over
+  ``pretrain.target_steps_range`` where set, so that the base model is unreliable on the target's lengths
+  rather than unable), plus hint
   prompts (target-family questions with a worked solution, half in the native style and half in the target
   style, before the '?') followed by the native trace: the model learns to read either style and to
   write its own; hint prompts span ``hint_steps_range``, up to the target's lengths, as a chat model
@@ -37,17 +39,23 @@ def _distinct(tasks: list[Task], exclude: set[str]) -> list[Task]:
     return out
 
 
+def style_of(p: dict) -> str:
+    """The ground truth's writing style (config ``target.style``; ``swap`` where unset)."""
+    return p.get("target", {}).get("style", "swap")
+
+
 def pretrain_table(p: dict) -> pd.DataFrame:
     """Rows (family, difficulty, prompt, trace, answer, question) the base model is trained on (native
     style); ``question`` is the prompt without its hint, so that no target problem was seen with a hint."""
     base, pre = p["seeds"][0], p["pretrain"]
     rows = []
     for fam in [p["target_family"], *p["ood_families"]]:
+        steps = pre.get("target_steps_range", pre["steps_range"]) if fam == p["target_family"] else pre["steps_range"]
         rows += [{**t.to_dict(), "question": t.prompt}
-                 for t in _tasks(fam, pre["n_per_family"], pre["steps_range"], base, "pre", fam)]
+                 for t in _tasks(fam, pre["n_per_family"], steps, base, "pre", fam)]
     rng = np.random.default_rng(derive_seed(base, "pre", "hint-style"))
     for t in _tasks(p["target_family"], pre["n_hint"], pre["hint_steps_range"], base, "pre", "hint"):
-        shown = restyle(t) if rng.random() < 0.5 else t
+        shown = restyle(t, style_of(p)) if rng.random() < 0.5 else t
         rows.append({**t.to_dict(), "prompt": hint_prompt(t, shown), "question": t.prompt})
     return pd.DataFrame(rows)
 
@@ -65,7 +73,7 @@ def target_table(p: dict, pretrain_prompts: set[str]) -> pd.DataFrame:
         for split, n in sizes.items():
             for i, task in enumerate(pool[start: start + n]):
                 rows.append({"seed": seed, "split": split, "problem": i, **task.to_dict(),
-                             "styled_trace": restyle(task).trace})
+                             "styled_trace": restyle(task, style_of(p)).trace})
             start += n
     return pd.DataFrame(rows)
 

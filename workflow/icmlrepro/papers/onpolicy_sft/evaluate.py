@@ -134,7 +134,10 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
         sel = selection(g)
         row[f"lr_selection_margin.{arm}"] = sel["margin"]
         row[f"lr_selection_se.{arm}"] = sel["se"]
-        row[f"lr_tie.{arm}"] = sel["tie"]
+        # 1 when the tie rule (rates within one standard error of the best validation accuracy) moved the pick
+        # to the default rate; grids without the column: an exact tie
+        moved = g["moved_by_tie"].dropna() if "moved_by_tie" in g else g.iloc[:0]
+        row[f"tuning_tie.{arm}"] = float(bool(moved.iloc[0])) if len(moved) else sel["tie"]
     if OURS in arms:
         for other in ("sft", "dpo", "simpo"):
             if other in arms:
@@ -183,8 +186,9 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
         return "fraction", "none", False, "validation accuracy of the chosen rate minus the best other rate's"
     if head == "lr_selection_se":
         return "fraction", "none", False, "paired standard error of that margin over the validation problems"
-    if head == "lr_tie":
-        return "flag", "none", False, "1 if another rate had the same validation accuracy (tie to the default rate)"
+    if head == "tuning_tie":
+        return "flag", "none", False, ("1 if the default rate won by the tie rule (another rate's validation accuracy "
+                                       "was higher by less than one standard error)")
     if key in ("ood_majority_share", "ood_n"):
         return ("fraction" if key != "ood_n" else "count"), "none", False, (
             "largest share of one answer within an out-of-domain family" if key != "ood_n"

@@ -2,8 +2,9 @@
 
 The base model learns traces in the substrate's native style (``sort``: "1 | 3 2 ; 2 | 3 ; 3 |",
 the smallest digit, then what is left). The fine-tuning target's ground-truth solutions are written in
-another style: the two sides swapped and steps joined by "then" ("3 2 | 1 then 3 | 2 then | 3");
-``add`` and ``mod`` have the same restyling (operands swapped). The answer after '#' is the same in
+another style (config ``target.style``): ``joiner``, the same steps joined by "then" ("1 | 3 2 then 2 | 3
+then 3 |"), or ``swap``, also the two sides swapped ("3 2 | 1 then 3 | 2 then | 3"); ``add`` and ``mod``
+have the same restylings (operands swapped). The answer after '#' is the same in
 both, so accuracy (lm.tasks.check) is style-blind. During pretraining the model *reads* solutions of
 both styles inside hint prompts ("sort 3 1 2 hint <solution> ?") but is only ever trained to *write* the
 native style, as a chat model reads any text and writes in its own voice.
@@ -71,9 +72,23 @@ def _restyled_steps(task: Task) -> tuple[list[str], str]:
     raise ValueError(f"no target style for family {task.family!r} (have: add, mod, sort)")
 
 
-def restyle(task: Task) -> Task:
-    """The same task with its trace in the target style (operands swapped, steps joined by "then");
-    same prompt, same answer."""
+STYLES = ("swap", "joiner")
+
+
+def restyle(task: Task, style: str = "swap") -> Task:
+    """The same task with its trace in the target style; same prompt, same answer.
+
+    - ``swap``: the two sides of every step swapped and steps joined by "then" (every token of a step sits
+      where the model never writes it);
+    - ``joiner``: the model's own steps, joined by "then" instead of ";" (only the joiner is foreign: the
+      content a model can learn from is written as it would write it, the style differs in one token a step).
+    """
+    if style == "joiner":
+        if task.family not in ("add", "mod", "sort"):
+            raise ValueError(f"no target style for family {task.family!r} (have: add, mod, sort)")
+        return replace(task, trace=task.trace.replace(" ; ", f" {THEN} "))
+    if style != "swap":
+        raise ValueError(f"unknown target style {style!r} (have: {', '.join(STYLES)})")
     parts, answer = _restyled_steps(task)
     if answer != task.answer:
         raise ValueError(f"restyled result {answer!r} disagrees with the answer {task.answer!r}")

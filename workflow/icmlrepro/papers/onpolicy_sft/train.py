@@ -17,7 +17,7 @@ import pandas as pd
 from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
-from icmlrepro.core.tuning import pick_with_ties
+from icmlrepro.core.tuning import accuracy_se, pick_with_ties
 from icmlrepro.lm.data import tasks_from_table
 from icmlrepro.lm.tasks import Task
 
@@ -36,10 +36,17 @@ def arm_grid(ft: dict, arm: str) -> list[float]:
     return [float(ft["default_lr"][arm]) * float(f) for f in ft["lr_factors"]]
 
 
-def pick(scored: list[tuple], default_lr: float) -> tuple:
-    """The (val accuracy, lr, ...) entry with the best validation accuracy; an exact tie goes to the rate nearest
-    the default (in log scale), then to the smaller rate (``core.tuning.pick_with_ties``)."""
-    return scored[pick_with_ties([s[1] for s in scored], [s[0] for s in scored], default_lr).index]
+def pick(scored: list[tuple], default_lr: float, tolerance: float = 0.0) -> tuple:
+    """The (val accuracy, lr, ...) entry with the best validation accuracy; rates within ``tolerance`` of the best
+    (the selection's standard error) tie, and a tie goes to the default rate, else the tied rate nearest it (in
+    log scale), then to the smaller rate (``core.tuning.pick_with_ties``)."""
+    return scored[pick_with_ties([s[1] for s in scored], [s[0] for s in scored], default_lr,
+                                 tolerance=tolerance).index]
+
+
+def pick_tolerance(scored: list[tuple], n_val: int) -> float:
+    """The selection's noise: the standard error of the best validation accuracy on ``n_val`` problems."""
+    return accuracy_se(max(s[0] for s in scored), n_val)
 
 
 def _split(target: pd.DataFrame, seed: int, split: str) -> list[Task]:
@@ -93,10 +100,15 @@ def run(job) -> None:
             log.info("seed %d %s lr %g: val acc %.3f, %.1fs, %d examples", seed, arm, lr, acc, secs, n)
             scored.append((acc, lr, model))
         if scored:
-            best = pick(scored, default_lr)
+            tol = pick_tolerance(scored, len(val))
+            best = pick(scored, default_lr, tol)
+            by_score = pick(scored, default_lr)  # exact ties only: the pick without the tie rule
             for row in grid:
-                if row["arm"] == arm and row["lr"] == best[1]:
-                    row["chosen"] = True
+                if row["arm"] == arm:
+                    row["tolerance"] = tol
+                    row["moved_by_tie"] = bool(best[1] != by_score[1])
+                    if row["lr"] == best[1]:
+                        row["chosen"] = True
             record(arm, best[1], best[2])
     write_parquet(job.output.predictions, pd.concat(preds, ignore_index=True).assign(seed=seed))
     write_parquet(job.output.grid, pd.DataFrame(grid).assign(seed=seed))
