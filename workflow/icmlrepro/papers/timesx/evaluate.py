@@ -20,6 +20,7 @@ import torch
 
 from icmlrepro.core.io import write_parquet
 from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.tuning import at_grid_edge
 
 from . import benchmark, neural, scoring
 from .context import KINDS, LEAK_RULES
@@ -108,8 +109,12 @@ def run(job) -> None:
         for arm, i in tuning["lr_index"].items():
             put(f"train.lr_index.{arm}", i, "index", "none",
                 f"learning rate chosen by validation L1 for {arm}: index into lr_grid {list(s['lr_grid'])}")
-            put(f"train.lr_interior.{arm}", 0 < i < len(s["lr_grid"]) - 1, "bool", "none",
+            put(f"tuned_interior.{arm}", not at_grid_edge(s["lr_grid"][i], s["lr_grid"]), "flag", "none",
                 f"1 if the rate chosen for {arm} is interior to lr_grid (not at an edge)")
+            put(f"tuning_tie.{arm}", tuning["lr_tie"][arm], "flag", "none",
+                f"1 if the tie rule moved {arm}'s rate off the lowest validation loss to the default side")
+            put(f"train.lr_selection_se.{arm}", tuning["lr_se"][arm], "L1 (standardised)", "none",
+                f"standard error over validation windows of {arm}'s best validation L1 (the tie tolerance)")
             put(f"train.val_loss.{arm}", min(tuning["val_loss"][arm]), "L1 (standardised)", "lower",
                 f"validation L1 of {arm} at the chosen rate (pretraining generator, held-out windows)")
             put(f"train.val_loss_snaive.{arm}", tuning["val_loss_snaive"][arm], "L1 (standardised)", "none",

@@ -4,8 +4,8 @@ The corpus (series, pipeline context, announcements) is drawn from the seed, the
 on its texts, then the foundation stand-in, the text-aware model, its no-text twin and the revision head
 are trained. Every arm gets the same budget: the same epochs on the same windows for each learning rate
 of the same grid, the rate picked by the L1 loss on validation windows of the pretraining generator
-(ties, within ``LR_TIE`` relative, go to the default rate). Nothing of either benchmark is seen
-(zero-shot, as in the paper).
+(ties, within one standard error over the validation windows of the best rate's loss, go to the default
+rate). Nothing of either benchmark is seen (zero-shot, as in the paper).
 """
 
 from __future__ import annotations
@@ -23,18 +23,22 @@ from . import neural
 from .synthetic import pretraining_corpus
 
 ARMS = ("foundation", "textnet", "textnet_notext", "textrev")  # textrev revises the chosen foundation
-LR_TIE = 0.002  # validation losses within 0.2% of each other are a tie
-
-
-def _loss(model, data) -> float:
+def _loss(model, data) -> tuple[float, float]:
+    """Masked L1 over the windows (every forecast step weighs the same) and its standard error over
+    windows (ratio estimator: the noise of a rate choice made on it)."""
     with torch.no_grad():
-        return float(((model(data) - data.y).abs() * data.mask).sum() / data.mask.sum())
+        err = ((model(data) - data.y).abs() * data.mask).sum(1).double().numpy()
+    steps = data.mask.sum(1).double().numpy()
+    loss = err.sum() / steps.sum()
+    se = float(np.std(err - loss * steps, ddof=1) / steps.mean() / np.sqrt(err.size)) if err.size > 1 else float("inf")
+    return float(loss), se
 
 
-def pick_lr(losses: list[float], grid: list[float], default: float) -> int:
-    """Index of the rate with the lowest validation loss; a rate within LR_TIE of the best that is the
-    default (or the closest to it in log scale) wins the tie."""
-    return pick_with_ties(grid, losses, default, higher_is_better=False, tolerance=LR_TIE, relative=True).index
+def pick_lr(losses: list[float], grid: list[float], default: float, tolerance: float = 0.0):
+    """``core.tuning.pick_with_ties``: the rate with the lowest validation loss, where rates within
+    ``tolerance`` (one standard error of the best rate's loss) of it tie and a tie goes to the default
+    (else the tied rate nearest it in log scale). Returns the Pick (``index``, ``moved_by_tie``)."""
+    return pick_with_ties(grid, losses, default, higher_is_better=False, tolerance=tolerance)
 
 
 def pretrain(settings: dict, seed: int) -> dict:
@@ -57,6 +61,7 @@ def pretrain(settings: dict, seed: int) -> dict:
             "textrev": (batch(train), batch(val))}
     n_text = data["textnet"][0].t.shape[1]
     grid, chosen, curves, val_loss, state = list(settings["lr_grid"]), {}, {}, {}, {}
+    lr_index, lr_tie, lr_se = {}, {}, {}
     for name in ARMS:
         fits = []
         for lr in grid:
@@ -64,16 +69,18 @@ def pretrain(settings: dict, seed: int) -> dict:
             model = neural.build_model(name, settings["history"], n_text, settings["hidden"], chosen.get("foundation"))
             curve = neural.fit(model, data[name][0], settings["epochs"], settings["batch_size"], lr,
                                derive_seed(seed, "timesx", "batches", name))
-            fits.append((model, curve, _loss(model, data[name][1])))
+            fits.append((model, curve, *_loss(model, data[name][1])))
         val_loss[name] = [f[2] for f in fits]
-        i = pick_lr(val_loss[name], grid, settings["lr"])
+        best = min(range(len(grid)), key=lambda j: val_loss[name][j])
+        lr_se[name] = fits[best][3]
+        pick = pick_lr(val_loss[name], grid, settings["lr"], lr_se[name])
+        i, lr_index[name], lr_tie[name] = pick.index, pick.index, bool(pick.moved_by_tie)
         chosen[name], curves[name] = fits[i][0], fits[i][1]
         state[name] = fits[i][0].state_dict()
-    lr_index = {k: pick_lr(v, grid, settings["lr"]) for k, v in val_loss.items()}
     # SeasonalNaive's L1 on the same validation windows and targets: what every arm starts from
     snaive = {k: float(((v[1].naive - v[1].y).abs() * v[1].mask).sum() / v[1].mask.sum()) for k, v in data.items()}
     return {"state": state, "vectorizer": enc, "n_text": n_text, "curves": curves, "val_loss": val_loss,
-            "lr_grid": grid, "lr_index": lr_index, "val_loss_snaive": snaive}
+            "lr_grid": grid, "lr_index": lr_index, "lr_tie": lr_tie, "lr_se": lr_se, "val_loss_snaive": snaive}
 
 
 def load_models(path, settings: dict) -> tuple[dict, object, dict]:
@@ -84,7 +91,7 @@ def load_models(path, settings: dict) -> tuple[dict, object, dict]:
     for k, m in models.items():
         m.load_state_dict(blob["state"][k])
         m.eval()
-    return models, blob["vectorizer"], {k: blob[k] for k in ("lr_index", "val_loss", "val_loss_snaive")}
+    return models, blob["vectorizer"], {k: blob[k] for k in ("lr_index", "lr_tie", "lr_se", "val_loss", "val_loss_snaive")}
 
 
 def run(job) -> None:
