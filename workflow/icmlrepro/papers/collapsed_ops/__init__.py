@@ -1,7 +1,7 @@
 """Collapsed Effective Operators: the Schur complement of a graded Laplacian onto the vertices.
 
 Stages (one per Snakemake rule): ``data`` (random geometric, planted-community and real graphs,
-BA-house node-role graphs), ``properties`` (PSD, spectral bound, density, energy and the
+geometric graphs with distance-from-centre classes), ``properties`` (PSD, spectral bound, density, energy and the
 matrix-free/dense cross-check on many random complexes), ``clustering`` and ``smoothing``
 (S against the graph Laplacian L0 and the multi-order Laplacian L^mult), ``train`` (a GCN with
 NoPE / LaplacePE / SchurPE), ``evaluate`` (metrics.json), ``figures``.

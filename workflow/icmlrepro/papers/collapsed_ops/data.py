@@ -15,7 +15,7 @@ import pandas as pd
 from icmlrepro.core.io import read_parquet, write_parquet
 from icmlrepro.core.seeding import derive_seed
 
-from .graphs import (REAL_GRAPHS, add_shortcuts, ba_houses, geometric_graph, planted_communities,
+from .graphs import (REAL_GRAPHS, add_shortcuts, geometric_graph, planted_communities,
                      random_complex_graph, real_graph, smooth_signal)
 
 PROPERTY_FAMILIES = ("geometric", "erdos_renyi", "small_world", "blocks")
@@ -95,11 +95,21 @@ def clustering_graphs(gs: GraphSet, seed: int, p) -> None:
            split="real", max_rank=p["max_rank"], label=labels)
 
 
+def ring_labels(pos: np.ndarray, n_classes: int) -> np.ndarray:
+    """Class of each vertex: the quantile bin (equal counts) of its distance from the square's centre."""
+    d = np.linalg.norm(pos - 0.5, axis=1)
+    return np.searchsorted(np.quantile(d, np.arange(1, n_classes) / n_classes), d).astype(np.int64)
+
+
 def encoding_graphs(gs: GraphSet, seed: int, p) -> None:
+    """A random geometric graph with shortcut edges; labels = distance-from-centre classes (a positional task)."""
     q = p["encodings"]
-    g, labels = ba_houses(q["n_base"], q["ba_edges"], q["n_motifs"], derive_seed(seed, "collapsed_ops", "houses"))
-    gs.add(f"encodings/s{seed}", g, experiment="encodings", seed=seed, family="ba_houses",
-           max_rank=p["max_rank"], label=labels)
+    rng = np.random.default_rng(derive_seed(seed, "collapsed_ops", "encodings"))
+    g, pos = geometric_graph(q["n_vertices"], q["mean_degree"], rng)
+    added = add_shortcuts(g, q["shortcuts"], rng)
+    gs.add(f"encodings/s{seed}", g, experiment="encodings", seed=seed, family="geometric",
+           max_rank=p["max_rank"], shortcuts=set(added), x=pos[:, 0], y=pos[:, 1],
+           label=ring_labels(pos, int(q["n_classes"])))
 
 
 def load_graph(edges: pd.DataFrame, n_vertices: int) -> nx.Graph:

@@ -1,7 +1,7 @@
 """metrics.json of the paper: per-seed values of every property, clustering, smoothing and PE result.
 
 Each seed is one replicate: its own random complexes, geometric graphs, noise draws, community
-graphs and BA-house graph. Property metrics are the worst case (min or max) or the mean over
+graphs and positional-task graph. Property metrics are the worst case (min or max) or the mean over
 that seed's complexes, as named; comparisons are per-seed differences, so the verdict's
 interval is over paired seeds.
 """
@@ -138,7 +138,16 @@ def encoding_metrics(mf: MetricsFile, res: pd.DataFrame, seeds: list[int]) -> No
     for e in ENCODINGS:
         d = res[res.encoding == e]
         mf.add(f"test_acc.{e}", acc[e], unit="accuracy", direction="higher",
-               description=f"GCN node-role test accuracy with {e} (model chosen on validation accuracy)")
+               description=f"GCN test accuracy on the distance-from-centre classes with {e} (weight decay and "
+                           "checkpoint chosen on validation accuracy)")
+        mf.add(f"test_acc_untuned.{e}", per_seed(d, seeds, "untuned_test_acc", "mean"), unit="accuracy",
+               direction="higher", description=f"the same with {e} at the default weight decay (untuned)")
+        mf.add(f"weight_decay.{e}", per_seed(d, seeds, "weight_decay", "mean"), unit="weight decay",
+               description=f"validation-chosen weight decay with {e}")
+        mf.add(f"tuned_interior.{e}", per_seed(d, seeds, "interior", "mean"), unit="flag",
+               description=f"1 = the weight decay chosen for {e} is interior to its grid")
+        mf.add(f"tuning_tie.{e}", per_seed(d, seeds, "tie", "mean"), unit="flag",
+               description=f"1 = the default weight decay won for {e} by the tie rule (within one validation SE)")
         mf.add(f"train_seconds.{e}", per_seed(d, seeds, "seconds", "sum"), unit="s", direction="lower",
                timing=True, description=f"wall time of encoding + training with {e}")
     for base in ("nope", "laplacepe"):

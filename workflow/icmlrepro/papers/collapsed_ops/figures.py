@@ -120,9 +120,10 @@ def plot_encodings(res: pd.DataFrame, curves: pd.DataFrame, path) -> None:
     fig, axes = new_figure(ncols=2)
     groups = [(e, res[res.encoding == e].sort_values("seed").test_acc.to_numpy()) for e in ENCODINGS]
     _dots(axes[0], groups, "test accuracy", PE_LABELS)
-    axes[0].set_title("GCN node roles (BA-houses)", fontsize=9)
-    for e in ENCODINGS:
-        c = curves[curves.encoding == e].groupby("epoch").val_acc.mean()
+    axes[0].set_title("GCN, distance-from-centre classes", fontsize=9)
+    chosen = curves.merge(res[["seed", "encoding", "weight_decay"]], on=["seed", "encoding", "weight_decay"])
+    for e in ENCODINGS:  # each seed's curve at its chosen weight decay
+        c = chosen[chosen.encoding == e].groupby("epoch").val_acc.mean()
         axes[1].plot(c.index, c.values, color=COLORS[e], label=PE_LABELS[e])
     axes[1].set(xlabel="epoch", ylabel="validation accuracy (mean over seeds)", title="training")
     axes[1].legend(fontsize=7)

@@ -3,8 +3,7 @@
 Random geometric graphs (uniform points in the unit square, radius set for a target mean
 degree) carry many triangles, which is what makes their clique complexes interesting; injected
 shortcut edges join random far-apart vertex pairs and close almost no triangle. Planted
-communities come from networkx's stochastic block model, node roles from torch_geometric's
-BA-house ExplainerDataset, and the real graphs are networkx built-ins (Zachary's karate club
+communities come from networkx's stochastic block model, and the real graphs are networkx built-ins (Zachary's karate club
 with its two factions, Les Miserables co-appearances, Florentine families).
 """
 
@@ -12,8 +11,6 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
-
-from icmlrepro.core.seeding import seed_everything
 
 REAL_GRAPHS = ("karate", "les_miserables", "florentine_families")
 
@@ -93,21 +90,3 @@ def random_complex_graph(family: str, n: int, mean_degree: float, rng: np.random
     if family == "blocks":
         return planted_communities(2, n // 2, min(1.0, 2 * p), p / 4, seed)[0]
     raise ValueError(f"unknown random graph family {family!r}")
-
-
-def ba_houses(n_base: int, ba_edges: int, n_motifs: int, seed: int) -> tuple[nx.Graph, np.ndarray]:
-    """torch_geometric's BA-Shapes: a Barabasi-Albert graph with house motifs attached.
-
-    Labels: 0 = base graph, 1-3 = the house roles (top, middle, bottom). The house has a
-    triangular roof on a square, so its roles differ in their higher-order cells.
-    """
-    from torch_geometric.datasets import ExplainerDataset
-    from torch_geometric.datasets.graph_generator import BAGraph
-
-    seed_everything(seed)  # torch for the motifs, and numpy's global RNG, which the BA generator draws from
-    data = ExplainerDataset(graph_generator=BAGraph(num_nodes=n_base, num_edges=ba_edges),
-                            motif_generator="house", num_motifs=n_motifs)[0]
-    g = nx.Graph()
-    g.add_nodes_from(range(int(data.num_nodes)))
-    g.add_edges_from((int(u), int(v)) for u, v in data.edge_index.T.tolist() if u != v)
-    return g, data.y.numpy().astype(np.int64)
