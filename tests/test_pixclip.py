@@ -147,6 +147,7 @@ def test_one_training_step_and_scoring_run_end_to_end(generated):
     te = train.load_split(arrays, scenes, regions, "test", TINY["max_objects"])
     m, losses_ = train.train("pixclip", tr, tok, TINY, 0)
     assert len(losses_) == TINY["steps"] and all(np.isfinite(losses_))
+    assert len(m.grad_norms) == TINY["steps"] and min(m.grad_norms) > 0  # recorded before clipping
     out, pred = evaluate.score(m, te, tok, TINY)
     assert 0 <= out["region_cls_top1"] <= 1 and out["global_r1"] == out["long_text_r1@truncated"]
     assert len(pred["retrieved"]) == len(te["regions"])
@@ -191,11 +192,49 @@ def test_data_is_redrawn_per_seed_with_a_validation_split():
     assert evaluate.heldout_leaks(val, TINY["heldout_fraction"]) == 0  # validation is drawn like training
 
 
+def test_texture_stretch_widens_each_objects_grey_range_and_keeps_the_scenes():
+    def spread(stretch):
+        arrays, scenes, regions = data.generate(TINY | {"n_train": 12, "n_val": 0, "n_test": 0, "texture_stretch": stretch})
+        out = []
+        for r in regions.itertuples(index=False):
+            px = arrays["images"][r.scene][arrays["labels"][r.scene] == r.slot + 1].max(-1).astype(float)
+            out.append(np.percentile(px, 95) - np.percentile(px, 5))
+        return np.array(out), scenes, regions
+
+    flat, sc0, rg0 = spread(False)
+    wide, sc1, rg1 = spread(True)
+    assert sc0["caption"].tolist() == sc1["caption"].tolist() and rg0["shape"].tolist() == rg1["shape"].tolist()
+    assert np.median(wide) > 1.5 * np.median(flat) and (wide >= flat - 1).mean() > 0.9
+
+
 def test_learning_rate_pick_breaks_ties_to_the_default():
-    assert train.pick_lr({0.001: 0.2, 0.002: 0.3, 0.004: 0.1}, 0.002) == 0.002
-    assert train.pick_lr({0.001: 0.4, 0.002: 0.3, 0.004: 0.4}, 0.002) == 0.001
-    assert train.pick_lr({0.001: 0.4, 0.002: 0.4, 0.004: 0.4}, 0.002) == 0.002
-    assert train.pick_lr({0.001: 0.1, 0.002: 0.3, 0.004: 0.5}, 0.002) == 0.004
+    assert train.pick_lr({0.001: 0.2, 0.002: 0.3, 0.004: 0.1}, 0.002).value == 0.002
+    assert train.pick_lr({0.001: 0.4, 0.002: 0.3, 0.004: 0.4}, 0.002).value == 0.001
+    assert train.pick_lr({0.001: 0.4, 0.002: 0.4, 0.004: 0.4}, 0.002).value == 0.002
+    assert train.pick_lr({0.001: 0.1, 0.002: 0.3, 0.004: 0.5}, 0.002).value == 0.004
+    # within the selection's SE a better edge score is a tie: the default wins and the move is recorded
+    flat = {0.001: 0.461, 0.002: 0.458, 0.004: 0.458, 0.008: 0.40}
+    assert train.pick_lr(flat, 0.002).value == 0.001
+    tie = train.pick_lr(flat, 0.002, tolerance=0.01)
+    assert tie.value == 0.002 and tie.moved_by_tie and tie.tied == [0.001, 0.002, 0.004]
+    # a difference beyond the SE is not a tie
+    assert train.pick_lr({0.001: 0.43, 0.002: 0.458, 0.004: 0.50, 0.008: 0.45}, 0.002, tolerance=0.01).value == 0.004
+
+
+def test_validation_score_has_the_selection_se(generated):
+    arrays, scenes, regions = generated
+    tok = data.build_tokenizer()
+    tr = train.load_split(arrays, scenes, regions, "train", TINY["max_objects"])
+    val = train.load_split(arrays, scenes, regions, "val", TINY["max_objects"])
+    m, _ = train.train("pixclip_no_global", tr, tok, TINY, 0)
+    score, se = train.validation_score("pixclip_no_global", m, val, tok, TINY)
+    out, _ = evaluate.score(m, val, tok, TINY)
+    assert score == pytest.approx((out["region_text_r1"] + out["pixel_acc"]) / 2)
+    n_pix = evaluate.pixel_items(val, TINY["patch_size"])
+    assert 0 < n_pix <= len(val["captions"]) * (TINY["image_size"] // TINY["patch_size"]) ** 2
+    expect = math.sqrt(out["region_text_r1"] * (1 - out["region_text_r1"]) / len(val["regions"])
+                       + out["pixel_acc"] * (1 - out["pixel_acc"]) / n_pix) / 2
+    assert se == pytest.approx(expect)
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------

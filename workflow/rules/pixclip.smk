@@ -14,7 +14,7 @@ rule pixclip_data:
         stage="pixclip.data",
         spec=paths_spec,
         settings=settings_of("pixclip", "seeds", "image_size", "grid", "max_objects", "heldout_fraction", "n_train",
-                             "n_val", "n_test", "short_context"),
+                             "n_val", "n_test", "short_context", "texture_side", "texture_stretch"),
     log:
         "results/{scale}/pixclip/logs/pixclip_data.log",
     benchmark:

@@ -38,8 +38,9 @@ PAD, EOS = 0, 3
 TRAIN_COLUMNS = 0.6  # training crops from the left 60% of each photo's columns, test crops from the rest
 
 
-def photo(name: str) -> np.ndarray:
-    """A real photograph as grayscale float in [0, 1], short side resized to 128 px (textures visible at 48 px)."""
+def photo(name: str, side: int = 128) -> np.ndarray:
+    """A real photograph as grayscale float in [0, 1], short side resized to ``side`` px (128: textures visible at
+    48 px; a smaller side puts more of the photograph's structure into one object's crop)."""
     from skimage import color, data, transform
 
     if name == "flower":
@@ -50,7 +51,7 @@ def photo(name: str) -> np.ndarray:
         img = getattr(data, name)()
     img = np.asarray(img, dtype=float)
     img = color.rgb2gray(img / 255.0) if img.ndim == 3 else img / max(img.max(), 1.0)
-    f = 128 / min(img.shape)
+    f = side / min(img.shape)
     return transform.resize(img, (round(img.shape[0] * f), round(img.shape[1] * f)), anti_aliasing=True)
 
 
@@ -137,6 +138,9 @@ def render_scene(s: dict, split: str, photos: dict, held: set, rng: np.random.Ge
         m = shape_mask(shape, c, rng)
         y0, x0 = (cell // g) * c + (S - g * c) // 2, (cell % g) * c + (S - g * c) // 2
         t = crop(photos[TEXTURES[tex]], c, split, rng)
+        if s.get("texture_stretch", False):  # the crop's own 2-98% range stretched to [0, 1] (visible texture)
+            lo, hi = np.percentile(t, [2, 98])
+            t = np.clip((t - lo) / max(hi - lo, 1e-3), 0.0, 1.0)
         rgb = (0.25 + 0.75 * t)[..., None] * np.asarray(COLORS[col])
         view = img[y0:y0 + c, x0:x0 + c]
         view[m] = rgb[m]
@@ -166,7 +170,8 @@ def generate(s: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """(arrays, scenes, regions) for the train, validation and test splits of every seed (data redrawn per seed:
     each seed's scenes come from its own streams; validation scenes are drawn like training scenes, from the
     training columns and combos, and serve only to pick each arm's learning rate). ``scene`` indexes ``arrays``."""
-    photos = {p: photo(p) for p in {*TEXTURES.values(), *(b for _, b in BACKGROUNDS.values())}}
+    photos = {p: photo(p) for p in {b for _, b in BACKGROUNDS.values()}}
+    photos |= {p: photo(p, s.get("texture_side", 128)) for p in TEXTURES.values()}
     held = heldout_combos(s["heldout_fraction"])
     images, labels, scenes, regions = [], [], [], []
     for seed in s.get("seeds", [0]):

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, read_torch, write_parquet
 from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.tuning import at_grid_edge
 
 from .data import COLORS, SHAPES, TEXTURES, heldout_combos, phrase
 from .losses import patch_targets
@@ -146,13 +147,22 @@ def referring(reg: torch.Tensor, phrases: torch.Tensor, te: dict) -> float:
     return float(np.mean(hits))
 
 
+def pixel_keep(te: dict, patch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, P) which patches pixel accuracy scores (covered at least half by one region) and their region slot."""
+    shares = patch_targets(te["labels"], patch, te["slots"].shape[1] - 1)  # (N, P, k+1)
+    best, lab = shares.max(-1)
+    return (best >= 0.5) & (lab > 0), lab
+
+
+def pixel_items(te: dict, patch: int) -> int:
+    """How many patches pixel accuracy scores (the n of its standard error)."""
+    return int(pixel_keep(te, patch)[0].sum())
+
+
 def pixel_accuracy(dense: torch.Tensor, slot_emb: torch.Tensor, te: dict, patch: int) -> float:
     """Patches covered at least half by one region, assigned to the most similar phrase of their own scene."""
     slots = te["slots"]
-    k = slots.shape[1] - 1
-    shares = patch_targets(te["labels"], patch, k)  # (N, P, k+1)
-    best, lab = shares.max(-1)
-    keep = (best >= 0.5) & (lab > 0)
+    keep, lab = pixel_keep(te, patch)
     valid = slots >= 0
     phr = slot_emb[slots.clamp_min(0)]  # (N, k+1, E)
     sim = torch.einsum("npe,nke->npk", dense, phr).masked_fill(~valid[:, None, :], float("-inf"))
@@ -212,8 +222,11 @@ def score_all(job, s: dict, tok, arrays, scenes, regions) -> tuple[pd.DataFrame,
     vocab = tok.get_vocab_size()
     ckpt = {arm: read_torch(job.input[f"models_{arm}"]) for arm in s["arms"]}
 
-    def add(arm, seed, model, seconds, te):
+    def add(arm, seed, model, seconds, te, norms=None):
         out, pred = score(model, te, tok, s)
+        if norms:  # the summed loss's gradient norm before clipping to 1: the share of steps clipped, the median
+            out["clipped_share"] = float(np.mean(np.asarray(norms) > 1.0))
+            out["grad_norm_median"] = float(np.median(norms))
         rows.extend({"arm": arm, "seed": seed, "metric": k, "value": v} for k, v in out.items())
         rows.append({"arm": arm, "seed": seed, "metric": "train_seconds", "value": seconds})
         preds.append(pd.DataFrame({"arm": arm, "seed": seed, "scene": te["regions"]["scene"],
@@ -226,18 +239,22 @@ def score_all(job, s: dict, tok, arrays, scenes, regions) -> tuple[pd.DataFrame,
         for arm in s["arms"]:
             model = new_model(arm, s, vocab, seed)
             model.load_state_dict(ckpt[arm]["seeds"][seed]["state"])
-            add(arm, seed, model.eval(), ckpt[arm]["seeds"][seed]["train_seconds"], te)
+            add(arm, seed, model.eval(), ckpt[arm]["seeds"][seed]["train_seconds"], te,
+                ckpt[arm]["seeds"][seed].get("grad_norms"))
     for arm in s["arms"]:
         tun = ckpt[arm].get("tuning", {"grid": [s["lr"]], "scores": [float("nan")], "lr": s["lr"], "tied": []})
         grid = list(tun["grid"])
-        info = {"tuned_lr": tun["lr"], "tuned_interior": float(0 < grid.index(tun["lr"]) < len(grid) - 1),
-                "tuning_ties": float(max(len(tun["tied"]) - 1, 0))}
+        info = {"tuned_lr": tun["lr"], "tuned_interior": float(not at_grid_edge(tun["lr"], grid)),
+                "tuning_ties": float(max(len(tun["tied"]) - 1, 0)), "tuning_tie": float(tun.get("moved_by_tie", False)),
+                "tuning_se": float(tun.get("tolerance", float("nan")))}
         info |= {f"val_score_lr{g:g}".replace(".", "p"): v for g, v in zip(grid, tun["scores"])}
         rows.extend({"arm": arm, "seed": seed, "metric": k, "value": v} for seed in s["seeds"] for k, v in info.items())
     return pd.DataFrame(rows), pd.concat(preds, ignore_index=True), chance
 
 
-TUNING_KEYS = ("tuned_lr", "tuned_interior", "tuning_ties")
+GRAD_KEYS = {"clipped_share": "share of training steps whose summed-loss gradient norm exceeded the clip (1)",
+             "grad_norm_median": "median gradient norm of the summed branch losses before clipping"}
+TUNING_KEYS = ("tuned_lr", "tuned_interior", "tuning_ties", "tuning_tie", "tuning_se")
 
 
 def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame, s: dict) -> MetricsFile:
@@ -254,6 +271,10 @@ def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame
         for key in sorted(table.loc[table["arm"] == arm, "metric"].unique()):
             if key == "train_seconds" or key in TUNING_KEYS or key.startswith("val_score_lr"):
                 continue
+            if key in GRAD_KEYS:
+                mf.add(metric_name(key, arm), vals(arm, key), unit="share" if key == "clipped_share" else "norm",
+                       direction="none", description=f"{label}: {GRAD_KEYS[key]}")
+                continue
             unit = "accuracy" if ("acc" in key or "cls" in key) else "R@1"
             mf.add(metric_name(key, arm), vals(arm, key), unit=unit, direction="higher",
                    description=f"{label}: {key} on the test scenes")
@@ -265,7 +286,11 @@ def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame
         mf.add(f"tuned_interior.{arm}", vals(arm, "tuned_interior"), unit="indicator", direction="higher",
                description=f"arm {arm}: 1 if the picked learning rate is interior to lr_grid")
         mf.add(f"tuning_ties.{arm}", vals(arm, "tuning_ties"), unit="grid points", direction="none",
-               description=f"arm {arm}: other grid points tied with the best validation score (ties go to lr)")
+               description=f"arm {arm}: other grid points within one selection SE of the best validation score")
+        mf.add(f"tuning_tie.{arm}", vals(arm, "tuning_tie"), unit="indicator", direction="none",
+               description=f"arm {arm}: 1 if the tie rule moved the pick from the best-scoring rate toward lr")
+        mf.add(f"tuning_se.{arm}", vals(arm, "tuning_se"), unit="score", direction="none",
+               description=f"arm {arm}: standard error of the best validation score (the tie tolerance)")
         for key in sorted(k for k in table.loc[table["arm"] == arm, "metric"].unique() if k.startswith("val_score_lr")):
             mf.add(f"{key}.{arm}", vals(arm, key), unit="score", direction="higher",
                    description=f"arm {arm}: validation criterion (mean of its branches' tasks) at {key[9:]}")

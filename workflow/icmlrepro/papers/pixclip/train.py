@@ -18,7 +18,7 @@ import torch
 
 from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
-from icmlrepro.core.tuning import pick_with_ties
+from icmlrepro.core.tuning import accuracy_se, pick_with_ties
 
 from .data import BACKGROUNDS, COLORS, TEXTURES, phrase
 from .losses import contrastive, patch_targets, pixel_loss
@@ -122,36 +122,44 @@ def train(arm: str, tr: dict, tok, s: dict, seed: int, lr: float | None = None) 
     slot_ids = encode_ids(tok, slot_texts(), model.context)
     opt = torch.optim.AdamW(model.parameters(), lr=s["lr"] if lr is None else lr, weight_decay=s["weight_decay"])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i, s))
-    n, losses = len(tr["captions"]), []
+    n, losses, norms = len(tr["captions"]), [], []
     model.train()
     for _ in range(s["steps"]):
         b = rng.choice(n, size=min(s["batch"], n), replace=False)
         loss = step_loss(model, tr, b, branches, s, cap_ids, slot_ids, rng)
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))  # the norm before clipping
         opt.step()
         sched.step()
         losses.append(float(loss.detach()))
+    model.grad_norms = norms  # per step, before clipping to 1 (every branch shares one clipped step)
     return model.eval(), losses
 
 
 VALIDATION_METRIC = {"global": "long_text_r1", "region": "region_text_r1", "pixel": "pixel_acc"}
 
 
-def validation_score(arm: str, model: DualEncoder, val: dict, tok, s: dict) -> float:
-    """The arm's tuning criterion: the mean, over the branches it trains, of that branch's task on the validation
-    scenes (global: retrieval with full captions, region: region-to-text R@1, pixel: pixel accuracy)."""
-    from .evaluate import score  # evaluate imports this module
+def validation_score(arm: str, model: DualEncoder, val: dict, tok, s: dict) -> tuple[float, float]:
+    """The arm's tuning criterion and its standard error: the mean, over the branches it trains, of that branch's
+    task on the validation scenes (global: retrieval with full captions over the validation scenes, region:
+    region-to-text R@1 over the validation regions, pixel: pixel accuracy over the scored patches); the SE of the
+    mean combines each task's binomial SE (``core.tuning.accuracy_se``) as independent."""
+    from .evaluate import pixel_items, score  # evaluate imports this module
 
     out, _ = score(model, val, tok, s)
-    return float(np.mean([out[VALIDATION_METRIC[b]] for b in ARMS[arm][2]]))
+    n = {"global": len(val["captions"]), "region": len(val["regions"]), "pixel": pixel_items(val, s["patch_size"])}
+    branches = ARMS[arm][2]
+    vals = [out[VALIDATION_METRIC[b]] for b in branches]
+    se = math.sqrt(sum(accuracy_se(v, n[b]) ** 2 for v, b in zip(vals, branches))) / len(branches)
+    return float(np.mean(vals)), float(se)
 
 
-def pick_lr(scores: dict[float, float], default: float) -> float:
-    """The grid point with the best validation score; exact ties go to the configured default, then to the rate
-    nearest it (``core.tuning.pick_with_ties``)."""
-    return pick_with_ties(list(scores), list(scores.values()), default).value
+def pick_lr(scores: dict[float, float], default: float, tolerance: float = 0.0):
+    """The grid point with the best validation score; scores within ``tolerance`` (the selection's SE) of the
+    best tie, and ties go to the configured default, then to the rate nearest it (``core.tuning.pick_with_ties``).
+    Returns the ``Pick`` (value, tied rates, best by score alone, whether the tie rule moved it)."""
+    return pick_with_ties(list(scores), list(scores.values()), default, tolerance=tolerance)
 
 
 def run(job) -> None:
@@ -167,15 +175,20 @@ def run(job) -> None:
     # picked rate is that seed's model (selection on validation, report on test)
     first, grid = s["seeds"][0], list(s.get("lr_grid", [s["lr"]]))
     tr, val = split("train", first), split("val", first)
-    runs, tuning = {}, {}
+    runs, tuning, ses = {}, {}, {}
     for lr in grid:
         t0 = time.perf_counter()
         model, losses = train(arm, tr, tok, s, first, lr)
         runs[lr] = (model, losses, time.perf_counter() - t0)
-        tuning[lr] = validation_score(arm, model, val, tok, s) if len(grid) > 1 else float("nan")
-    lr = pick_lr(tuning, s["lr"]) if len(grid) > 1 else grid[0]
-    out["tuning"] = {"grid": grid, "scores": [tuning[g] for g in grid], "lr": lr,
-                     "tied": sorted(g for g in grid if tuning[g] == max(tuning.values()))}
+        tuning[lr], ses[lr] = validation_score(arm, model, val, tok, s) if len(grid) > 1 else (float("nan"),) * 2
+    if len(grid) > 1:
+        tol = ses[max(grid, key=lambda g: tuning[g])]  # the SE of the best score: the selection's noise
+        pick = pick_lr(tuning, s["lr"], tol)
+        lr, tied, moved = pick.value, pick.tied, pick.moved_by_tie
+    else:
+        tol, lr, tied, moved = float("nan"), grid[0], [], False
+    out["tuning"] = {"grid": grid, "scores": [tuning[g] for g in grid], "ses": [ses[g] for g in grid], "lr": lr,
+                     "tolerance": tol, "tied": tied, "moved_by_tie": bool(moved)}
     for seed in s["seeds"]:
         if seed == first:
             model, losses, seconds = runs[lr]
@@ -183,5 +196,6 @@ def run(job) -> None:
             t0 = time.perf_counter()
             model, losses = train(arm, split("train", seed), tok, s, seed, lr)
             seconds = time.perf_counter() - t0
-        out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": seconds}
+        out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": seconds,
+                              "grad_norms": model.grad_norms}
     write_torch(job.output.models, out)
