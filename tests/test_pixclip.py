@@ -140,11 +140,14 @@ def test_wrong_region_masks_are_never_the_right_region(generated):
     assert torch.equal(wrong[torch.as_tensor(alone)], ~right[torch.as_tensor(alone)])
 
 
-def test_one_training_step_and_scoring_run_end_to_end(generated):
+def _tokenizer_and_splits(generated, *names):
+    """The tokenizer and the named splits of the tiny generated data set, as training and scoring read them."""
     arrays, scenes, regions = generated
-    tok = data.build_tokenizer()
-    tr = train.load_split(arrays, scenes, regions, "train", TINY["max_objects"])
-    te = train.load_split(arrays, scenes, regions, "test", TINY["max_objects"])
+    return data.build_tokenizer(), *(train.load_split(arrays, scenes, regions, n, TINY["max_objects"]) for n in names)
+
+
+def test_one_training_step_and_scoring_run_end_to_end(generated):
+    tok, tr, te = _tokenizer_and_splits(generated, "train", "test")
     m, losses_ = train.train("pixclip", tr, tok, TINY, 0)
     assert len(losses_) == TINY["steps"] and all(np.isfinite(losses_))
     assert len(m.grad_norms) == TINY["steps"] and min(m.grad_norms) > 0  # recorded before clipping
@@ -222,10 +225,7 @@ def test_learning_rate_pick_breaks_ties_to_the_default():
 
 
 def test_validation_score_has_the_selection_se(generated):
-    arrays, scenes, regions = generated
-    tok = data.build_tokenizer()
-    tr = train.load_split(arrays, scenes, regions, "train", TINY["max_objects"])
-    val = train.load_split(arrays, scenes, regions, "val", TINY["max_objects"])
+    tok, tr, val = _tokenizer_and_splits(generated, "train", "val")
     m, _ = train.train("pixclip_no_global", tr, tok, TINY, 0)
     score, se = train.validation_score("pixclip_no_global", m, val, tok, TINY)
     out, _ = evaluate.score(m, val, tok, TINY)
