@@ -141,11 +141,19 @@ def read_benchmark(path: Path) -> tuple[float, float] | None:
         return None
 
 
+def job_cpu(sampled: float, log_text: str) -> float:
+    """A job's CPU seconds: Snakemake samples cpu_time (a lower bound, NaN when it missed the job); the CPU
+    the stage logged itself (start-up and child processes included) is exact, so the larger wins."""
+    m = CPU_RE.search(log_text)
+    cpu = sampled if sampled == sampled else 0.0
+    return max(cpu, float(m.group(1))) if m else cpu
+
+
 def fill_measurements(run: Path, jobs: dict[str, Job]) -> None:
     for job in jobs.values():
         bench = read_benchmark(run / job.benchmark) if job.benchmark else None
         if bench:
-            job.wall, job.cpu = bench[0], (bench[1] if bench[1] == bench[1] else 0.0)
+            job.wall, job.cpu = bench[0], job_cpu(bench[1], "")
         elif job.start is not None and job.end is not None:
             job.wall = job.end - job.start
         log = run / job.log if job.log else None
@@ -154,9 +162,7 @@ def fill_measurements(run: Path, jobs: dict[str, Job]) -> None:
             m = STARTUP_RE.search(text)
             if m:
                 job.startup_wall, job.startup_cpu = float(m.group(1)), float(m.group(2))
-            m = CPU_RE.search(text)
-            if m:  # Snakemake samples cpu_time (a lower bound); the stage's own count is exact
-                job.cpu = max(job.cpu, float(m.group(1)))
+            job.cpu = job_cpu(job.cpu, text)
 
 
 def dependencies(jobs: dict[str, Job]) -> dict[str, list[str]]:
@@ -265,8 +271,8 @@ def format_report(a: dict) -> str:
 
 
 def paper_costs(run: Path, scale: str) -> list[dict]:
-    """Per paper (a folder of results/<scale> with benchmark files): jobs, summed job CPU (the larger of the
-    benchmark's sampled cpu_time and the CPU its stage logged, as for the whole DAG), seeds (replicates in its
+    """Per paper (a folder of results/<scale> with benchmark files): jobs, summed job CPU (``job_cpu``, as for
+    the whole DAG), seeds (replicates in its
     metrics.json; none for shared substrates such as the LM) and CPU per seed. In a checkout, benchmark files
     left by rules or arms since removed count too: the figures of a scratch whole-DAG run have none."""
     rows = []
@@ -277,10 +283,8 @@ def paper_costs(run: Path, scale: str) -> list[dict]:
             if bench is None:
                 continue
             jobs += 1
-            job_cpu = bench[1] if bench[1] == bench[1] else 0.0
             log = (folder.parent / "logs" / tsv.relative_to(folder)).with_suffix(".log")
-            m = CPU_RE.search(log.read_text(errors="replace")) if log.is_file() else None
-            cpu += max(job_cpu, float(m.group(1))) if m else job_cpu
+            cpu += job_cpu(bench[1], log.read_text(errors="replace") if log.is_file() else "")
         metrics = folder.parent / "metrics.json"
         seeds = len(json.loads(metrics.read_text()).get("replicates", [])) if metrics.exists() else None
         rows.append({"paper": paper, "jobs": jobs, "cpu_s": cpu, "seeds": seeds,

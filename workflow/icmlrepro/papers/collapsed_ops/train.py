@@ -132,7 +132,6 @@ def run(job) -> None:
     graphs = Graphs(job.input.graphs, job.input.edges, job.input.nodes)
     if float(q["weight_decay"]) not in [float(w) for w in q["weight_decay_grid"]]:
         raise ValueError("encodings.weight_decay (the default) must be in encodings.weight_decay_grid")
-    torch.set_num_threads(1)
     results, curves = [], []
     for seed in (int(s) for s in p["seeds"]):
         gid = f"encodings/s{seed}"

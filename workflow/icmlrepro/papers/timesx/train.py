@@ -96,7 +96,6 @@ def load_models(path, settings: dict) -> tuple[dict, object, dict]:
 
 def run(job) -> None:
     s = job.params
-    torch.set_num_threads(max(1, int(job.threads)))
     blob = pretrain(s, int(job.wildcards.seed))
     with atomic_path(job.output.models) as tmp, open(tmp, "wb") as fh:
         pickle.dump(blob, fh)
