@@ -127,7 +127,6 @@ class BatchedRun:
         self.steps = total_epochs * math.ceil(self.n / batch)
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             self.opt, lambda t: 0.5 * (1 + math.cos(math.pi * min(t / self.steps, 1.0))))
-        self.epochs_done = 0
 
     def train(self, epochs: int) -> np.ndarray:
         """The next ``epochs`` epochs; returns their losses (steps, K)."""
@@ -145,7 +144,6 @@ class BatchedRun:
                 self.opt.step()
                 self.sched.step()
                 losses.append(per_seed.detach().numpy().copy())
-        self.epochs_done += epochs
         return np.stack(losses) if losses else np.zeros((0, len(self.rngs)))
 
 

@@ -203,7 +203,6 @@ def run_arm(arm: str, data: dict, states: dict, s: dict, widths: dict[str, int] 
                               "width": width, "train_seconds": seconds, "final_loss": float(curve[-1]),
                               "loss_drop_last_fifth": float(curve[-fifth - 1] - curve[-1]) if epochs > fifth else 0.0,
                               "loss_curve": [float(x) for x in curve], "sweep_epochs": sweep, "epochs": epochs}
-    del runs
     return {"seeds": out}
 
 
