@@ -18,6 +18,7 @@ from icmlrepro.papers.lec.thresholds import (
     ltt_threshold,
     naive_routing_thresholds,
     routing_thresholds,
+    routing_thresholds_loop,
     sgr_threshold,
     ucb_threshold,
 )
@@ -171,6 +172,27 @@ def test_joint_routing_satisfies_the_joint_constraint_and_beats_primary():
     assert z - alpha * (acc_a.sum() + acc_b.sum()) <= -1 + 1e-9
     for u, e in ((ua, ea), (ub, eb)):  # never fewer answers than either model alone
         assert acc_a.sum() + acc_b.sum() >= (u <= lec_threshold(u, e, alpha)).sum()
+
+
+def test_joint_routing_searches_all_candidates_at_once_as_the_loop_does():
+    """The vectorised search and the one-candidate-at-a-time loop give the same pair, ties in both
+    models' scores, empty and tiny calibration sets and margins 0 / 1 included."""
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        n = int(rng.integers(0, 50))
+        ua, ub = (np.round(rng.random(n), int(rng.integers(1, 3))) for _ in range(2))
+        ea, eb = ((rng.random(n) < u * rng.random()).astype(float) for u in (ua, ub))
+        alpha, margin, grid = float(rng.choice([0.05, 0.2, 0.5])), float(rng.choice([0.0, 1.0])), int(rng.integers(2, 42))
+        assert routing_thresholds(ua, ea, ub, eb, alpha, margin, grid) == \
+            routing_thresholds_loop(ua, ea, ub, eb, alpha, margin, grid)
+
+
+def test_lec_at_many_levels_equals_lec_at_each():
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 30, 300):
+        cal = Calibration(*synthetic_scores(n, rng, "linear"))
+        alphas, margins = [0.05, 0.1, 0.3, 0.9], [1.0, 0.0, 0.7, 1.0]
+        assert list(cal.lec_many(alphas, margins)) == [cal.lec(a, m) for a, m in zip(alphas, margins)]
 
 
 def test_naive_routing_can_violate_the_system_level():

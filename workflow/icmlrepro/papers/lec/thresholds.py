@@ -64,6 +64,7 @@ class Calibration:
         self.cut = us[last]
         self.n_acc = np.arange(1, len(us) + 1)[last]
         self.n_err = np.cumsum(es)[last]
+        self._cp: dict[float, np.ndarray] = {}
 
     @classmethod
     def presorted(cls, u, err) -> "Calibration":
@@ -77,11 +78,26 @@ class Calibration:
     def lec(self, alpha: float, margin: float = 1.0) -> float:
         return self.largest(self.n_err - alpha * self.n_acc <= -margin + 1e-12)
 
+    def clopper_pearson(self, delta: float) -> np.ndarray:
+        """Clopper-Pearson upper bounds at every cut, computed once per delta: they do not depend on alpha,
+        and the beta quantile is most of the evaluation's cost when recomputed for each alpha."""
+        if delta not in self._cp:
+            self._cp[delta] = clopper_pearson_ucb(self.n_err, self.n_acc, delta)
+        return self._cp[delta]
+
+    def lec_many(self, alphas, margins) -> np.ndarray:
+        """``lec`` at each (alpha, margin) pair at once (the same comparison, elementwise)."""
+        alphas = np.asarray(alphas, dtype=float)[:, None]
+        ok = self.n_err[None, :] - alphas * self.n_acc[None, :] <= -np.asarray(margins, dtype=float)[:, None] + 1e-12
+        any_ok = ok.any(axis=1)
+        last = ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1) if ok.shape[1] else np.zeros(len(ok), int)
+        return np.where(any_ok, self.cut[last] if ok.shape[1] else ABSTAIN, ABSTAIN)
+
     def ucb(self, alpha: float, delta: float, bound: str = "hoeffding") -> float:
         if bound == "hoeffding":
             ucb = hoeffding_ucb(self.n_err, self.n_acc, delta)
         elif bound == "clopper_pearson":
-            ucb = clopper_pearson_ucb(self.n_err, self.n_acc, delta)
+            ucb = self.clopper_pearson(delta)
         else:
             raise ValueError(f"unknown bound {bound!r}")
         return self.largest(ucb <= alpha)
@@ -90,7 +106,7 @@ class Calibration:
         m = len(self.cut)
         if m == 0:
             return ABSTAIN
-        bounds = clopper_pearson_ucb(self.n_err, self.n_acc, delta / sgr_tests(m))
+        bounds = self.clopper_pearson(delta / sgr_tests(m))
         lo, hi, best = 0, m - 1, ABSTAIN
         while lo <= hi:
             mid = (lo + hi + 1) // 2
@@ -202,7 +218,40 @@ def routing_thresholds(ua, ea, ub, eb, alpha: float, margin: float = 1.0, grid: 
     best secondary threshold is the largest feasible one on the routed points (acceptance grows
     with lam_b); the pair with the highest total acceptance wins (ties: the smaller lam_a).
     Returns ``(lam_a, lam_b)``; ``(-inf, -inf)`` when nothing is feasible.
+
+    All candidates are searched at once: prefix counts over the secondary's sorted scores, one row per
+    candidate, read at the end of each group of equal scores (a cut accepts every routed point with that
+    score or lower). ``routing_thresholds_loop`` is the one-candidate-at-a-time form; a test shows both agree.
     """
+    ua, ea, ub, eb = (np.asarray(x, dtype=float) for x in (ua, ea, ub, eb))
+    if not len(ua):
+        return ABSTAIN, ABSTAIN
+    order = np.argsort(ub, kind="stable")
+    ua_s, ea_s, ub_s, eb_s = ua[order], ea[order], ub[order], eb[order]
+    cands = np.unique(np.r_[ABSTAIN, np.quantile(ua, np.linspace(0, 1, grid)), Calibration(ua, ea).lec(alpha, margin)])
+    acc_a = ua_s[None, :] <= cands[:, None]  # (candidate, point)
+    n_a = acc_a.sum(axis=1)
+    base = (ea_s * acc_a).sum(axis=1) - alpha * n_a
+    routed = ~acc_a
+    last = np.r_[ub_s[1:] != ub_s[:-1], True]  # ends of the groups of equal secondary scores
+    ends = np.nonzero(last)[0]
+    n_b = np.cumsum(routed, axis=1)[:, ends]  # routed points accepted by the cut at each group
+    e_b = np.cumsum(eb_s * routed, axis=1)[:, ends]
+    has_routed = np.add.reduceat(routed, np.r_[0, ends[:-1] + 1], axis=1) > 0
+    ok = has_routed & (e_b - alpha * n_b <= -(margin + base)[:, None] + 1e-12)
+    any_ok = ok.any(axis=1)
+    k = np.where(any_ok, ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
+    lam_b = np.where(any_ok, ub_s[ends][k], ABSTAIN)
+    total = n_a + np.where(any_ok, n_b[np.arange(len(cands)), k], 0)
+    feasible = any_ok | (base <= -margin + 1e-12)
+    if not feasible.any():
+        return ABSTAIN, ABSTAIN
+    best = int(np.argmax(np.where(feasible, total, -1)))
+    return float(cands[best]), float(lam_b[best])
+
+
+def routing_thresholds_loop(ua, ea, ub, eb, alpha: float, margin: float = 1.0, grid: int = 41):
+    """``routing_thresholds`` one primary candidate at a time (the reference its test compares with)."""
     ua, ea, ub, eb = (np.asarray(x, dtype=float) for x in (ua, ea, ub, eb))
     order = np.argsort(ub, kind="stable")  # sort once; each routed subset stays sorted
     ua_s, ea_s, ub_s, eb_s = ua[order], ea[order], ub[order], eb[order]
