@@ -52,6 +52,9 @@ def test_seeds_and_settings(config):
     assert seeds(config, "lec", "smoke") == [7 + i for i in range(config["lec"]["smoke"]["n_seeds"])]
     s = paper_settings(config, "lec", "default")
     assert s["scale"] == "default" and s["seeds"][0] == 7 and s["n_splits"] == config["lec"]["default"]["n_splits"]
+    pe = paper_settings(config, "collapsed_ops", "default")  # a stage with its own n_seeds: the paper's seeds first
+    assert pe["encodings"]["seeds"] == [7 + i for i in range(config["collapsed_ops"]["default"]["encodings"]["n_seeds"])]
+    assert pe["encodings"]["seeds"][:len(pe["seeds"])] == pe["seeds"]
 
 
 @pytest.mark.parametrize("override, expected", [

@@ -22,6 +22,20 @@ def test_round_trip_keeps_values_nan_and_inf(tmp_path):
     assert back.metrics["b"].values[0] == float("inf")
 
 
+def test_a_metric_may_carry_its_own_replicates(tmp_path):
+    """A cheap stage run at more seeds than its paper records its own replicates; the rest keep the file's."""
+    mf = MetricsFile("collapsed_ops", "smoke", replicates=[0, 1])
+    mf.add("a", [1.0, 2.0])
+    mf.add("pe", [0.5, 0.6, 0.7], replicates=[0, 1, 2])
+    mf.write(tmp_path / "m.json")
+    raw = json.loads((tmp_path / "m.json").read_text())
+    assert "replicates" not in raw["metrics"]["a"] and raw["metrics"]["pe"]["replicates"] == [0, 1, 2]
+    back = load_metrics(tmp_path / "m.json")
+    assert back.metrics["a"].replicates is None and back.metrics["pe"].replicates == [0, 1, 2]
+    with pytest.raises(MetricsError, match="3 values for 2 replicates"):
+        mf.add("bad", [1.0, 2.0, 3.0], replicates=[0, 1])
+
+
 def test_identical_data_gives_identical_bytes(tmp_path):
     for name in ("x.json", "y.json"):
         mf = MetricsFile("lec", "smoke", replicates=[0, 1])

@@ -287,6 +287,11 @@ def paper_settings(config: dict, paper: str, scale: str | None = None) -> dict[s
     scale = scale or config["scale"]
     block = copy.deepcopy(config[paper][scale])
     block["seeds"] = seeds(config, paper, scale)
+    for sub in block.values():
+        # a stage with its own n_seeds runs that many (the paper's seeds first): a cheap stage whose claims'
+        # n* is above the paper's seed count gets its seeds without the expensive stages paying for them
+        if isinstance(sub, dict) and "n_seeds" in sub:
+            sub["seeds"] = [config["seeds"]["base"] + i for i in range(sub["n_seeds"])]
     block["scale"] = scale
     return block
 

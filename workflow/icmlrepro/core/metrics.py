@@ -33,11 +33,16 @@ class Metric:
     direction: str = "none"
     timing: bool = False
     description: str = ""
+    # its own replicates, when a cheap stage ran more seeds than the paper (a stage sized by its claims' n*);
+    # None: the file's replicates
+    replicates: list | None = None
 
     def __post_init__(self) -> None:
         self.values = [float(v) for v in self.values]
         if self.direction not in DIRECTIONS:
             raise MetricsError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if self.replicates is not None and len(self.replicates) != len(self.values):
+            raise MetricsError(f"{len(self.values)} values for {len(self.replicates)} replicates")
 
 
 @dataclass
@@ -64,7 +69,8 @@ class MetricsFile:
             "replicates": list(self.replicates),
             "metrics": {
                 k: {"values": m.values, "unit": m.unit, "direction": m.direction,
-                    "timing": m.timing, "description": m.description}
+                    "timing": m.timing, "description": m.description,
+                    **({"replicates": list(m.replicates)} if m.replicates is not None else {})}
                 for k, m in sorted(self.metrics.items())
             },
         }
@@ -117,7 +123,7 @@ def load_metrics(path: str | Path) -> MetricsFile:
         for name, m in raw["metrics"].items():
             mf.metrics[name] = Metric(
                 _values(name, m["values"]), m.get("unit", ""), m.get("direction", "none"),
-                bool(m.get("timing", False)), m.get("description", ""),
+                bool(m.get("timing", False)), m.get("description", ""), m.get("replicates"),
             )
     except (KeyError, TypeError, AttributeError, MetricsError) as exc:
         raise MetricsError(f"{path}: does not follow the metrics contract ({exc}); {rebuild_hint(path)}") from exc

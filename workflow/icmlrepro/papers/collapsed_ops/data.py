@@ -151,6 +151,7 @@ def run(job) -> None:
         property_graphs(gs, seed, p)
         smoothing_graphs(gs, seed, p)
         clustering_graphs(gs, seed, p)
+    for seed in (int(s) for s in p["encodings"]["seeds"]):  # the PE stage runs its own seeds (config encodings.n_seeds)
         encoding_graphs(gs, seed, p)
     graphs, edges, nodes = gs.tables()
     write_parquet(job.output.graphs, graphs)

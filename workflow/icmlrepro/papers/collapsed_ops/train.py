@@ -133,7 +133,7 @@ def run(job) -> None:
     if float(q["weight_decay"]) not in [float(w) for w in q["weight_decay_grid"]]:
         raise ValueError("encodings.weight_decay (the default) must be in encodings.weight_decay_grid")
     results, curves = [], []
-    for seed in (int(s) for s in p["seeds"]):
+    for seed in (int(s) for s in q["seeds"]):
         gid = f"encodings/s{seed}"
         graph = graphs.graph(gid)
         labels = graphs.nodes(gid)["label"].to_numpy()
