@@ -52,6 +52,33 @@ def test_power_iteration_matches_eigvalsh():
     assert abs(lam - float(torch.linalg.eigvalsh(a)[-2])) > 1e-3
 
 
+def test_sharpness_of_a_model_matches_the_dense_hessian():
+    """Reverse-over-reverse power iteration on a real (double) MLP against the eigenvalues of the dense
+    parameter Hessian; an unused parameter (zero Hessian row) must not break it."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    model = build("mlp", (3, 3), 3, 4, 1).double()
+    model.register_parameter("unused", torch.nn.Parameter(torch.zeros(2, dtype=torch.float64)))
+    x, y = torch.rand(16, 1, 3, 3, dtype=torch.float64), torch.randint(0, 3, (16,))
+    lam = curvature.sharpness(model, x, y, iters=500, seed=0)
+    names = [k for k, _ in model.named_parameters()]
+    shapes = [p.shape for _, p in model.named_parameters()]
+    flat = torch.cat([p.detach().flatten() for _, p in model.named_parameters()])
+
+    def loss(w):
+        ps, i = {}, 0
+        for k, sh in zip(names, shapes):
+            n = int(np.prod(sh)) if len(sh) else 1
+            ps[k] = w[i:i + n].view(sh)
+            i += n
+        return torch.nn.functional.cross_entropy(functional_call(model, ps, (x,)), y)
+
+    ev = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, flat))
+    top = ev[ev.abs().argmax()]
+    assert lam == pytest.approx(float(top), rel=1e-4)
+
+
 def test_input_hessian_norm_matches_exact_hessian():
     torch.manual_seed(0)
     model = build("mlp", (2, 2), 3, 8, 1).double()
@@ -149,6 +176,22 @@ def test_gd_arm_is_deterministic_full_batch():
         train.train_arm(m, x, y, {"arm": "gd", "lr": 0.1, "batch": 0, "reg": 0.0}, 3, seed, 2, 5.0)
         outs.append(torch.cat([p.flatten() for p in m.parameters()]))
     assert torch.equal(outs[0], outs[1])
+
+
+def test_a_seed_in_the_family_job_does_not_depend_on_the_other_seeds():
+    """The family job loops over seeds in one process; each seed's rows must equal that seed run alone."""
+    from icmlrepro.core.config import default_config_file, load_config, paper_settings
+    from icmlrepro.papers.attribution_sgd.data import to_table
+
+    p = paper_settings(load_config(default_config_file()), "attribution_sgd", "smoke")
+    p.update(datasets={"feedforward": ["lfw"]}, steps=4, warmup_steps=1, n_eval=4, n_hess=8, power_iters=2,
+             attack_steps=1, smoothgrad_samples=2, ig_steps=2)
+    tables = {"lfw": to_table(*load_images("lfw"))}
+    alone = train.train_family(tables, "feedforward", 1, p)
+    train.train_family(tables, "feedforward", 0, p)  # another seed first, as in the job
+    after = train.train_family(tables, "feedforward", 1, p)
+    cols = [c for c in alone.columns if c != "train_seconds"]
+    pd.testing.assert_frame_equal(alone[cols], after[cols])
 
 
 def test_curvature_link_and_its_null():

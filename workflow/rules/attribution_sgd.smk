@@ -1,6 +1,6 @@
 # Attribution robustness from SGD dynamics (resources/claims/attribution_sgd.yaml).
-# attribution_sgd_data -> attribution_sgd_train (family x seed, looping over data sets, models and
-# the lr/batch sweep; each model is measured right after training) -> attribution_sgd_eval -> figures
+# attribution_sgd_data -> attribution_sgd_train (one job per model family, looping over seeds, data sets,
+# models and the lr/batch sweep; each model is measured right after training) -> attribution_sgd_eval -> figures
 from icmlrepro.papers.attribution_sgd.workflow_inputs import attribution_sgd_tables
 
 
@@ -31,26 +31,27 @@ rule attribution_sgd_train:
         digits=rules.attribution_sgd_data.output.digits,
         lfw=rules.attribution_sgd_data.output.lfw,
     output:
-        table="results/{scale}/attribution_sgd/train/{family}/seed{seed}/measurements.parquet",
+        table="results/{scale}/attribution_sgd/train/{family}/measurements.parquet",
     params:
         stage="attribution_sgd.train",
         spec=paths_spec,
         settings=settings_of(
-            "attribution_sgd", "datasets", "headline", "sweep", "reg_lams", "steps", "warmup_steps", "clip_norm",
+            "attribution_sgd", "seeds", "datasets", "headline", "sweep", "reg_lams", "steps", "warmup_steps", "clip_norm",
             "n_train",
             "test_fraction", "width", "n_eval", "n_hess", "power_iters", "hutchinson_probes", "eps", "k",
             "k_tokens", "attack_steps", "smoothgrad_samples", "smoothgrad_sigma", "ig_steps",
         ),
     log:
-        "results/{scale}/attribution_sgd/logs/attribution_sgd_train/{family}-seed{seed}.log",
+        "results/{scale}/attribution_sgd/logs/attribution_sgd_train/{family}.log",
     benchmark:
-        "results/{scale}/attribution_sgd/benchmarks/attribution_sgd_train/{family}-seed{seed}.tsv"
+        "results/{scale}/attribution_sgd/benchmarks/attribution_sgd_train/{family}.tsv"
     wildcard_constraints:
         family="feedforward|transformer",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
-        runtime=lambda wildcards, attempt: {"smoke": 10, "default": 30, "paper": 720}[wildcards.scale] * attempt,
+        # every seed in one job: default ~5 (feedforward) and ~7 (transformer) minutes for 9 seeds
+        runtime=lambda wildcards, attempt: {"smoke": 10, "default": 40, "paper": 3600}[wildcards.scale] * attempt,
     conda:
         ENV
     shell:

@@ -1,6 +1,6 @@
-"""Train every arm of one model family on every data set for one seed, and measure each model.
+"""Train every arm of one model family on every data set for every seed, and measure each model.
 
-One job per (family, seed) loops over data sets, the family's models and the arms, so that the
+One job per family loops over seeds, data sets, the family's models and the arms, so that the
 start-up cost is paid once. All arms of a (data set, model, seed) start from the same
 initialisation and run the same number of steps, so they differ only in the training dynamics:
 
@@ -190,7 +190,10 @@ def train_family(tables: dict[str, pd.DataFrame], family: str, seed: int, p: dic
 
 
 def run(job) -> None:
+    """Every seed of one family in one job (start-up, imports and data paid once; each seed's arms start from
+    ``seed_everything`` of their own derived seed, so a seed's rows do not depend on the other seeds)."""
     p = job.params
     family = job.wildcards.family
     tables = {d: read_parquet(job.input[d]) for d in p["datasets"][family]}
-    write_parquet(job.output.table, train_family(tables, family, int(job.wildcards.seed), p))
+    write_parquet(job.output.table, pd.concat([train_family(tables, family, int(s), p) for s in p["seeds"]],
+                                              ignore_index=True))
