@@ -5,7 +5,9 @@
 DATA_DIR holds lm_data's outputs (train.parquet, tokenizer/), e.g. results/default/lm/data; ROLE is
 target or draft; the sizes, batch size, learning rate and seeds are the config's at SCALE (default).
 VARIANT: base (the pipeline's loop), foreach / fused (AdamW options), both (foreach AdamW and
-gradient clipping), compile (torch.compile of the forward), profile (torch.profiler table).
+gradient clipping), compile (torch.compile of the forward), eager (eager attention instead of sdpa),
+nomask (no attention mask: right padding under a causal mask is never attended by a real token, so the
+loss is the same in exact arithmetic), profile (torch.profiler table).
 Set OMP_WAIT_POLICY in the environment to compare OpenMP wait policies (jobs run with PASSIVE).
 A speed-up is admissible only if the weights hash is unchanged (same bytes, same metrics).
 """
@@ -51,6 +53,11 @@ def main() -> None:
     if variant == "both":
         clip = torch.nn.utils.clip_grad_norm_
         T.torch.nn.utils.clip_grad_norm_ = lambda params, max_norm: clip(params, max_norm, foreach=True)
+    if variant == "eager":
+        model.set_attn_implementation("eager")
+    if variant == "nomask":
+        collate = T.collate
+        T.collate = lambda batch, pad_id: (lambda ids, mask, labels: (ids, None, labels))(*collate(batch, pad_id))
     if variant == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)
     args = (model, tok, tasks, steps, t["batch_size"], t["lr"], derive_seed(seed0, "lm", "batches", role))
