@@ -302,3 +302,64 @@ def test_learning_gates_fail_on_a_planted_arm_that_did_not_learn():
     for r in rows:
         r["correct_fraction.hinted"] = r["id_acc.base"]  # the hint is ignored
     assert _gate_states(rows)["hinted_corpus_uses_hint"] != "holds"
+
+
+def test_default_ood_set_spans_pretraining_difficulty_and_beyond_as_the_claims_state():
+    """The out-of-domain lengths (config ood.steps_range) cover the pretraining range of mod/add and go beyond it
+    (at 2-5 steps alone the base sat at the ood_band ceiling, 0.965); the assumptions state the configured range."""
+    import re
+
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.io import parse_yaml
+
+    cfg = parse_yaml((ROOT / "config" / "config.yaml").read_text(), "config/config.yaml")["onpolicy_sft"]["default"]
+    lo, hi = cfg["ood"]["steps_range"]
+    pre_lo, pre_hi = cfg["pretrain"]["steps_range"]
+    assert lo <= pre_lo and pre_lo <= pre_hi < hi
+    text = " ".join(load_claims("onpolicy_sft").assumptions)
+    stated = re.search(r"Out-of-domain: `mod` and `add` with (\d+)-(\d+) steps \(config ood\.steps_range\)", text)
+    assert stated and (int(stated.group(1)), int(stated.group(2))) == (lo, hi)
+    assert f"with {lo}-{hi} steps" in load_claims("onpolicy_sft").scale_gap
+
+
+def test_ood_accuracy_splits_at_the_pretraining_length_and_interior_picks_are_flagged():
+    """ood_acc_within/beyond_pretraining split the out-of-domain items at the pretraining length (mean over
+    families, as ood_acc); tuned_interior is 1 only for a pick strictly inside the arm's grid."""
+    rows = []
+    for fam, diff, correct in [("mod", 3, 1), ("mod", 6, 0), ("add", 2, 1), ("add", 4, 0), ("add", 7, 1)]:
+        rows.append({"arm": "base", "split": "ood", "family": fam, "difficulty": diff, "correct": bool(correct)})
+    rows.append({"arm": "base", "split": "test", "family": "sort", "difficulty": 6, "correct": True})
+    preds = pd.DataFrame(rows)
+    grid = pd.DataFrame([{"arm": "sft", "lr": lr, "val_acc": acc, "seconds": 1.0, "chosen": ch,
+                          "val_hits": [1, 0], "moved_by_tie": False}
+                         for lr, acc, ch in [(1e-4, 0.2, False), (1e-3, 0.5, True), (1e-2, 0.4, False)]])
+    corpus = pd.DataFrame([{"corpus": c, "phi": -1.0, "correct": True, "lam": 0.5} for c in
+                           ("ground_truth", "ground_truth_matched", "self", "hinted", "hinted_beta0")])
+    costs = {"n_pairs": 0, "generation_seconds": {}}
+    row = evaluate.per_seed(preds, grid, corpus, costs, ["sft"], None, pretrain_max_steps=5)
+    assert row["ood_acc_within_pretraining.base"] == pytest.approx((1.0 + 0.5) / 2)
+    assert row["ood_acc_beyond_pretraining.base"] == pytest.approx((0.0 + 1.0) / 2)
+    assert row["ood_acc.base"] == pytest.approx((0.5 + 2 / 3) / 2)
+    assert row["tuned_interior.sft"] == 1.0 and row["lr_at_grid_edge.sft"] == 0.0
+    grid["chosen"] = [False, False, True]
+    assert evaluate.per_seed(preds, grid, corpus, costs, ["sft"], None, 5)["tuned_interior.sft"] == 0.0
+
+
+def test_tokenizer_reads_the_pretraining_corpus_only_and_catches_an_unknown_word():
+    """The base model's vocabulary (ids by frequency) must not depend on the seeds or the out-of-domain set (it did:
+    a sixth seed re-ordered the ids and pretrained another base), and every evaluated text must be covered."""
+    small = {**SMALL, "ood_families": ["mod", "add"], "ood": {"n_per_family": 10, "steps_range": [2, 4]}}
+    pre = data.pretrain_table(small)
+    ids = []
+    for seeds, ood_steps in (([0, 1], [2, 4]), ([0, 1, 2], [2, 8])):
+        p = {**small, "seeds": seeds, "ood": {"n_per_family": 10, "steps_range": ood_steps}}
+        target = data.target_table(p, set(pre["question"]))
+        ood = data.ood_table(p, set(pre["question"]))
+        ids.append(data.build_tokenizer(pre, target, ood).get_vocab())
+    assert ids[0] == ids[1]
+    target = data.target_table(small, set(pre["question"]))
+    ood = data.ood_table(small, set(pre["question"]))
+    bad = ood.copy()
+    bad.loc[bad.index[0], "prompt"] = bad.loc[bad.index[0], "prompt"] + " zebra"
+    with pytest.raises(ValueError, match="pretraining corpus lacks"):
+        data.build_tokenizer(pre, target, bad)

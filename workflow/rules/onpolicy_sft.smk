@@ -98,7 +98,7 @@ rule onpolicy_sft_eval:
     params:
         stage="onpolicy_sft.evaluate",
         spec=paths_spec,
-        settings=settings_of("onpolicy_sft", "seeds", "arms"),
+        settings=settings_of("onpolicy_sft", "seeds", "arms", "pretrain"),
     log:
         "results/{scale}/onpolicy_sft/logs/onpolicy_sft_eval.log",
     benchmark:

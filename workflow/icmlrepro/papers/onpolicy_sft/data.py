@@ -114,9 +114,22 @@ def run(job) -> None:
     write_parquet(job.output.pretrain, pre)
     write_parquet(job.output.target, target)
     write_parquet(job.output.ood, ood)
+    with atomic_dir(job.output.tokenizer) as tmp:
+        build_tokenizer(pre, target, ood).save_pretrained(tmp)
+
+
+def build_tokenizer(pre: pd.DataFrame, target: pd.DataFrame, ood: pd.DataFrame):
+    """The word-level tokenizer: vocabulary (and its id order, by frequency) from the pretraining corpus alone, so
+    that the base model depends on the pretraining settings only (with the target and out-of-domain sets in it,
+    adding a seed or changing the out-of-domain lengths re-ordered the ids and pretrained another base model);
+    raises if a target (either style) or out-of-domain text has a word the pretraining corpus lacks."""
     from icmlrepro.lm.tokenizer import train_tokenizer  # lazy: transformers
 
+    tok = train_tokenizer([t.text for t in tasks_from_table(pre)])
     styled = [Task(r.family, r.difficulty, r.prompt, r.styled_trace, r.answer).text for r in target.itertuples()]
-    texts = [t.text for t in tasks_from_table(pd.concat([pre, target, ood]))] + styled
-    with atomic_dir(job.output.tokenizer) as tmp:
-        train_tokenizer(texts).save_pretrained(tmp)
+    unknown = [x for x in [t.text for t in tasks_from_table(pd.concat([target, ood]))] + styled
+               if tok.unk_token_id in tok(x)["input_ids"]]
+    if unknown:
+        raise ValueError(f"{len(unknown)} target / out-of-domain texts have words the pretraining corpus lacks, "
+                         f"e.g. {unknown[0]!r}")
+    return tok

@@ -88,9 +88,10 @@ def link_null(phi: dict[str, float], ood: dict[str, float]) -> np.ndarray:
 
 
 def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, costs: dict, arms,
-             ood: pd.DataFrame | None = None) -> dict:
+             ood: pd.DataFrame | None = None, pretrain_max_steps: int | None = None) -> dict:
     acc = preds.groupby(["arm", "split"])["correct"].mean()
-    ood_fam = preds[preds["split"] == "ood"].groupby(["arm", "family"])["correct"].mean()
+    ood_preds = preds[preds["split"] == "ood"]
+    ood_fam = ood_preds.groupby(["arm", "family"])["correct"].mean()
     row = {}
     if ood is not None:
         shares = answer_shares(ood)
@@ -102,6 +103,13 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
         row[f"id_acc.{arm}"] = float(acc.get((arm, "test"), np.nan))
         # mean over families (each family weighs the same)
         row[f"ood_acc.{arm}"] = float(ood_fam[arm].mean()) if arm in ood_fam.index.get_level_values(0) else np.nan
+        if pretrain_max_steps is not None:
+            # the out-of-domain items at pretraining difficulty vs beyond it (mean over families, as ood_acc)
+            mine = ood_preds[ood_preds["arm"] == arm]
+            for part, sel in (("within", mine["difficulty"] <= pretrain_max_steps),
+                              ("beyond", mine["difficulty"] > pretrain_max_steps)):
+                fam = mine[sel].groupby("family")["correct"].mean()
+                row[f"ood_acc_{part}_pretraining.{arm}"] = float(fam.mean()) if len(fam) else np.nan
     phi = {c: float(corpus.loc[corpus["corpus"] == c, "phi"].mean()) for c in CORPORA}
     for c in CORPORA:
         row[f"phi.{c}"] = phi[c]
@@ -131,6 +139,7 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
         lr = np.nan if chosen is None else float(chosen["lr"])
         row[f"chosen_lr.{arm}"] = lr
         row[f"lr_at_grid_edge.{arm}"] = np.nan if np.isnan(lr) else float(at_grid_edge(lr, g["lr"]))
+        row[f"tuned_interior.{arm}"] = np.nan if np.isnan(lr) else 1.0 - row[f"lr_at_grid_edge.{arm}"]
         sel = selection(g)
         row[f"lr_selection_margin.{arm}"] = sel["margin"]
         row[f"lr_selection_se.{arm}"] = sel["se"]
@@ -168,9 +177,12 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
         return "p-value", "lower", False, "exact permutation p of the phi link over all pairings of the corpora"
     if key == "spearman_null_q95":
         return "rank correlation", "none", False, "95th percentile of the link over all pairings (permutation null)"
-    if head in ("id_acc", "ood_acc", "correct_fraction") or key.startswith("ood_acc_ours"):
+    if head in ("id_acc", "ood_acc", "correct_fraction", "ood_acc_within_pretraining", "ood_acc_beyond_pretraining") \
+            or key.startswith("ood_acc_ours"):
         what = {"id_acc": "in-domain test accuracy (target family, longer problems)",
                 "ood_acc": "out-of-domain accuracy (held-out families, native style; mean over families)",
+                "ood_acc_within_pretraining": "out-of-domain accuracy on the items at pretraining difficulty",
+                "ood_acc_beyond_pretraining": "out-of-domain accuracy on the items with more steps than pretraining",
                 "correct_fraction": "share of the corpus's sequences with the right answer"}.get(head, "difference of out-of-domain accuracy")
         return "fraction", "higher", False, what
     if head in ("phi", "abs_phi") or key.startswith("abs_phi_"):
@@ -197,6 +209,8 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
         return "fraction", "none", False, "out-of-domain accuracy of the base model minus the offline-RL arm's"
     if head == "lr_at_grid_edge":
         return "flag", "none", False, "1 if the picked learning rate is the smallest or largest of the arm's grid"
+    if head == "tuned_interior":
+        return "flag", "none", False, "1 if the picked learning rate is interior to the arm's grid"
     return "", "none", False, ""
 
 
@@ -210,7 +224,8 @@ def run(job) -> None:
         corpus = read_parquet(job.input[f"corpus_{seed}"])
         costs = read_json(job.input[f"costs_{seed}"])
         ood = read_parquet(job.input.ood)
-        rows.append(per_seed(preds, grid, corpus, costs, arms, ood[ood["seed"] == seed]))
+        rows.append(per_seed(preds, grid, corpus, costs, arms, ood[ood["seed"] == seed],
+                             int(p["pretrain"]["steps_range"][1]) if "pretrain" in p else None))
         tables.append(preds.groupby(["arm", "split"], as_index=False)["correct"].mean().assign(seed=seed))
     fold_base_gaps(rows)
     mf = MetricsFile("onpolicy_sft", p["scale"], replicate="seed", replicates=list(p["seeds"]))
