@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from icmlrepro.core.tuning import at_grid_edge
 from icmlrepro.papers.pixclip import data, evaluate, losses, model, train
 
 TINY = {"image_size": 48, "grid": 2, "patch_size": 8, "max_objects": 4, "heldout_fraction": 0.15, "n_train": 40,
@@ -224,6 +225,39 @@ def test_learning_rate_pick_breaks_ties_to_the_default():
     assert train.pick_lr({0.001: 0.43, 0.002: 0.458, 0.004: 0.50, 0.008: 0.45}, 0.002, tolerance=0.01).value == 0.004
 
 
+def test_expanding_grid_search_trains_only_what_the_scores_reach():
+    grid = [0.0005, 0.001, 0.002, 0.004, 0.008]
+
+    def planted(peak):
+        calls = []
+
+        def evaluate(lr):
+            calls.append(lr)
+            return -abs(math.log(lr / peak)), 0.01
+        return calls, evaluate
+
+    calls, ev = planted(0.002)  # optimum at the default: its two neighbours only
+    assert list(train.search_grid(grid, 0.002, ev)) == [0.001, 0.002, 0.004] and len(calls) == 3
+    calls, ev = planted(0.0005)  # below: one step at a time down to the grid's bottom, never the top
+    done = train.search_grid(grid, 0.002, ev)
+    assert list(done) == [0.0005, 0.001, 0.002, 0.004] and 0.008 not in calls
+    assert train.pick_lr({g: v for g, (v, _) in done.items()}, 0.002).value == 0.0005
+    assert at_grid_edge(0.0005, list(done))  # the grid's own edge stays an edge (tuned_interior 0)
+    calls, ev = planted(0.004)  # above the default: 0.008 is trained to show 0.004 is interior
+    done = train.search_grid(grid, 0.002, ev)
+    assert list(done) == [0.001, 0.002, 0.004, 0.008] and not at_grid_edge(0.004, list(done))
+    assert list(train.search_grid([0.002], 0.002, planted(0.01)[1])) == [0.002]  # one point: no tuning
+    # the tie rule can move the pick to a searched edge (best 0.004, tied 0.001 wins on equal log distance, the
+    # smaller): the search goes on below it, so a pick is never at a searched edge that is not the grid's edge
+    table = {0.0005: (0.30, 0.02), 0.001: (0.389, 0.02), 0.002: (0.377, 0.02), 0.004: (0.398, 0.01), 0.008: (0.01, 0.01)}
+
+    def choose(done):
+        best = max(done, key=lambda g: done[g][0])
+        return train.pick_lr({g: v[0] for g, v in done.items()}, 0.002, done[best][1]).value
+    done = train.search_grid(grid, 0.002, table.__getitem__, choose)
+    assert list(done) == grid[:4] and choose(done) == 0.001 and not at_grid_edge(0.001, list(done))
+
+
 def test_validation_score_has_the_selection_se(generated):
     tok, tr, val = _tokenizer_and_splits(generated, "train", "val")
     m, _ = train.train("pixclip_no_global", tr, tok, TINY, 0)
@@ -247,4 +281,5 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
                                                        "example_regions.png"),
                                 is_timing=lambda n: n.startswith("train_seconds"))
     assert metrics.get("heldout_combo_regions_in_training").values == [0.0] * len(metrics.replicates)
-    assert metrics.get("region_text_r1.chance").values[0] == pytest.approx(1 / 60)
+    assert metrics.get("region_text_r1.chance").values[0] == pytest.approx(1 / 36)  # 6 textures x 6 colours
+    assert len(data.TEXTURES) * len(data.COLORS) == 36

@@ -246,7 +246,7 @@ def score_all(job, s: dict, tok, arrays, scenes, regions) -> tuple[pd.DataFrame,
         grid = list(tun["grid"])
         info = {"tuned_lr": tun["lr"], "tuned_interior": float(not at_grid_edge(tun["lr"], grid)),
                 "tuning_ties": float(max(len(tun["tied"]) - 1, 0)), "tuning_tie": float(tun.get("moved_by_tie", False)),
-                "tuning_se": float(tun.get("tolerance", float("nan")))}
+                "tuning_se": float(tun.get("tolerance", float("nan"))), "tuning_points": float(len(grid))}
         info |= {f"val_score_lr{g:g}".replace(".", "p"): v for g, v in zip(grid, tun["scores"])}
         rows.extend({"arm": arm, "seed": seed, "metric": k, "value": v} for seed in s["seeds"] for k, v in info.items())
     return pd.DataFrame(rows), pd.concat(preds, ignore_index=True), chance
@@ -254,7 +254,7 @@ def score_all(job, s: dict, tok, arrays, scenes, regions) -> tuple[pd.DataFrame,
 
 GRAD_KEYS = {"clipped_share": "share of training steps whose summed-loss gradient norm exceeded the clip (1)",
              "grad_norm_median": "median gradient norm of the summed branch losses before clipping"}
-TUNING_KEYS = ("tuned_lr", "tuned_interior", "tuning_ties", "tuning_tie", "tuning_se")
+TUNING_KEYS = ("tuned_lr", "tuned_interior", "tuning_ties", "tuning_tie", "tuning_se", "tuning_points")
 
 
 def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame, s: dict) -> MetricsFile:
@@ -289,6 +289,8 @@ def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame
                description=f"arm {arm}: other grid points within one selection SE of the best validation score")
         mf.add(f"tuning_tie.{arm}", vals(arm, "tuning_tie"), unit="indicator", direction="none",
                description=f"arm {arm}: 1 if the tie rule moved the pick from the best-scoring rate toward lr")
+        mf.add(f"tuning_points.{arm}", vals(arm, "tuning_points"), unit="grid points", direction="none",
+               description=f"arm {arm}: learning rates trained by the expanding search on lr_grid (train.search_grid)")
         mf.add(f"tuning_se.{arm}", vals(arm, "tuning_se"), unit="score", direction="none",
                description=f"arm {arm}: standard error of the best validation score (the tie tolerance)")
         for key in sorted(k for k in table.loc[table["arm"] == arm, "metric"].unique() if k.startswith("val_score_lr")):

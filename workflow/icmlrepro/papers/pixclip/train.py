@@ -162,6 +162,30 @@ def pick_lr(scores: dict[float, float], default: float, tolerance: float = 0.0):
     return pick_with_ties(list(scores), list(scores.values()), default, tolerance=tolerance)
 
 
+def search_grid(grid, default: float, evaluate, choose=None) -> dict[float, tuple[float, float]]:
+    """Expanding search on the sorted ``grid``: the default and its two neighbours first, then one more point beyond
+    whichever evaluated edge holds the pick, until the pick is interior to the evaluated points or at the grid's own
+    edge. ``evaluate(lr) -> (score, se)``; ``choose({lr: (score, se)}) -> lr`` is the pick (default: the best score;
+    ``run`` passes the tie rule, which can move the pick to a searched edge too); returns {lr: (score, se)} of the
+    evaluated points (a contiguous stretch of the grid). Every arm runs the same rule on the same grid."""
+    if choose is None:
+        choose = lambda done: max(done, key=lambda g: (done[g][0], -g))  # noqa: E731
+    grid = sorted(float(g) for g in grid)
+    d = min(range(len(grid)), key=lambda i: abs(math.log(grid[i] / default)))
+    lo, hi = max(d - 1, 0), min(d + 1, len(grid) - 1)
+    done = {grid[i]: evaluate(grid[i]) for i in range(lo, hi + 1)}
+    while True:
+        best = grid.index(choose(done))
+        if best == lo and lo > 0:
+            lo -= 1
+            done[grid[lo]] = evaluate(grid[lo])
+        elif best == hi and hi < len(grid) - 1:
+            hi += 1
+            done[grid[hi]] = evaluate(grid[hi])
+        else:
+            return dict(sorted(done.items()))
+
+
 def run(job) -> None:
 
     s, arm = job.params, job.wildcards.arm
@@ -173,21 +197,31 @@ def run(job) -> None:
     preload()
     # learning rate: every arm gets the same grid, tuned on the first seed's validation scenes; the run at the
     # picked rate is that seed's model (selection on validation, report on test)
-    first, grid = s["seeds"][0], list(s.get("lr_grid", [s["lr"]]))
+    # (expanding search on the grid: the points an arm's scores never reach are not trained; grid = evaluated points)
+    first, full = s["seeds"][0], sorted(s.get("lr_grid", [s["lr"]]))
     tr, val = split("train", first), split("val", first)
-    runs, tuning, ses = {}, {}, {}
-    for lr in grid:
+    runs = {}
+
+    def fit(lr):
         t0 = time.perf_counter()
         model, losses = train(arm, tr, tok, s, first, lr)
         runs[lr] = (model, losses, time.perf_counter() - t0)
-        tuning[lr], ses[lr] = validation_score(arm, model, val, tok, s) if len(grid) > 1 else (float("nan"),) * 2
+        return validation_score(arm, model, val, tok, s) if len(full) > 1 else (float("nan"),) * 2
+
+    def choose(done):  # the pick as made below: ties within the best score's SE go to the default
+        best = max(done, key=lambda g: done[g][0])
+        return pick_lr({g: v[0] for g, v in done.items()}, s["lr"], done[best][1]).value
+
+    done = search_grid(full, s["lr"], fit, choose)
+    grid = list(done)
+    tuning, ses = {g: v[0] for g, v in done.items()}, {g: v[1] for g, v in done.items()}
     if len(grid) > 1:
         tol = ses[max(grid, key=lambda g: tuning[g])]  # the SE of the best score: the selection's noise
         pick = pick_lr(tuning, s["lr"], tol)
         lr, tied, moved = pick.value, pick.tied, pick.moved_by_tie
     else:
         tol, lr, tied, moved = float("nan"), grid[0], [], False
-    out["tuning"] = {"grid": grid, "scores": [tuning[g] for g in grid], "ses": [ses[g] for g in grid], "lr": lr,
+    out["tuning"] = {"grid": grid, "full_grid": full, "scores": [tuning[g] for g in grid], "ses": [ses[g] for g in grid], "lr": lr,
                      "tolerance": tol, "tied": tied, "moved_by_tie": bool(moved)}
     for seed in s["seeds"]:
         if seed == first:
