@@ -291,14 +291,18 @@ def paper_settings(config: dict, paper: str, scale: str | None = None) -> dict[s
         # a stage with its own n_seeds runs that many (the paper's seeds first): a cheap stage whose claims'
         # n* is above the paper's seed count gets its seeds without the expensive stages paying for them
         if isinstance(sub, dict) and "n_seeds" in sub:
-            sub["seeds"] = [config["seeds"]["base"] + i for i in range(sub["n_seeds"])]
+            sub["seeds"] = seed_list(config, sub["n_seeds"])
     block["scale"] = scale
     return block
 
 
 def seeds(config: dict, paper: str, scale: str | None = None) -> list[int]:
     scale = scale or config["scale"]
-    n = config[paper][scale]["n_seeds"]
+    return seed_list(config, config[paper][scale]["n_seeds"])
+
+
+def seed_list(config: dict, n: int) -> list[int]:
+    """The first ``n`` seeds from ``seeds.base``: a paper's and a stage's seeds share their start."""
     return [config["seeds"]["base"] + i for i in range(n)]
 
 
