@@ -331,3 +331,47 @@ def test_raw_feature_control_can_win_where_structure_carries_nothing():
         model, _, _ = train_rung(g, "graphmae", 0.005, s, 0)
         gaps[name] = linear_probe(model.embed(g).numpy(), y, split, 1.0)[1] - linear_probe(g.x.numpy(), y, split, 1.0)[1]
     assert gaps["csbm_h0.1_s4"] < -0.2 and gaps["csbm_h0.1_s0.5_pair"] > 0.2, gaps
+
+
+def test_tuning_seeds_fix_one_rate_that_every_other_seed_trains_alone(monkeypatch):
+    """``train.tune_seeds`` = k: the first k seeds train the whole grid; each rung's rate is the pick on their mean
+    validation accuracy (the tie rule over their pooled validation nodes); a tuning seed reuses its model at that
+    rate, every other seed trains that rate only (plus the retrain null), and every seed records the same pick."""
+    from icmlrepro.papers.c2gmae import train as T
+
+    s = {"csbm": {"n_nodes": 60, "n_classes": 3, "n_features": 8, "avg_degree": 6, "signal": 2.0},
+         "model": {**SETTINGS["model"], "pe_dim": 4}, "c2gmae": {**SETTINGS["c2gmae"], "n_density_bins": 3,
+                                                                   "hetero_quantile": 0.2},
+         "train": {"epochs": 3, "lrs": [0.001, 0.01, 0.1], "default_lr": 0.01, "weight_decay": 0.0, "mask_rate": 0.5,
+                   "replace_rate": 0.05, "sce_gamma": 2.0, "tune_seeds": 2},
+         "eval": {"probe_train_fraction": 0.4, "probe_val_fraction": 0.3, "probe_c": 1.0, "n_consistency_masks": 2,
+                  "coverage_window": 2, "null_rungs": ["graphmae"]},
+         "rungs": ["graphmae", "pe"]}
+    draws = {seed: T.load_graph(build_graph("csbm_h0.5", s, seed), s) for seed in (0, 1, 2)}
+    calls = []
+    real_fit = T.fit_rung
+    monkeypatch.setattr(T, "fit_rung", lambda *a, **k: calls.append((a[3], a[4], a[6])) or real_fit(*a, **k))
+    candidates = {seed: T.grid_runs(*draws[seed], s, seed) for seed in (0, 1)}
+    assert len(calls) == 2 * 2 * 3  # two tuning seeds x two rungs x three rates
+    n_val = len(T.seed_split(60, 0, s)[1])
+    chosen = T.pooled_choice(candidates, s, n_val)
+    for rung in s["rungs"]:
+        means = [np.mean([candidates[sd][rung][i]["val_acc"] for sd in (0, 1)]) for i in range(3)]
+        index, _ = choose_rate(s["train"]["lrs"], means, 0.01, 2 * n_val)
+        assert chosen[rung][0] == s["train"]["lrs"][index] and chosen[rung][1]["tuned_on_seeds"] == 2
+    calls.clear()
+    rows0 = T.train_ladder(*draws[0], s, 0, chosen, candidates[0])[0]
+    assert calls == [("graphmae", chosen["graphmae"][0], 0)]  # the tuning seed retrains only its null
+    main0 = rows0[rows0.init == 0].set_index("rung")
+    for rung in s["rungs"]:
+        ref = candidates[0][rung][s["train"]["lrs"].index(chosen[rung][0])]
+        assert main0.loc[rung, "lr"] == chosen[rung][0] and main0.loc[rung, "val_acc"] == ref["val_acc"]
+    calls.clear()
+    rows2 = T.train_ladder(*draws[2], s, 2, chosen)[0]
+    assert sorted(calls) == sorted([("graphmae", chosen["graphmae"][0], 2)] * 2 + [("pe", chosen["pe"][0], 2)])
+    main2 = rows2[rows2.init == 0].set_index("rung")
+    for col in ("lr", "tuned_interior", "tuning_tie", "selection_se"):
+        assert list(main2[col]) == list(main0[col])
+    calls.clear()  # without tuning seeds a seed picks its own rate from its own whole grid
+    T.train_ladder(*draws[2], s, 2)
+    assert len(calls) == 2 * 3 + 1

@@ -5,7 +5,11 @@ Every rung gets the same budget: the same epochs and the same learning-rate grid
 picked by linear-probe accuracy on the validation nodes (test accuracy is read at that rate
 only). Rates whose validation accuracy lies within one standard error of the best (the selection's
 noise on the validation nodes) are a tie, and ties go to the configured default rate
-(``core.tuning.pick_with_ties``). The probe is scikit-learn's LogisticRegression on standardised frozen embeddings, one
+(``core.tuning.pick_with_ties``). With ``train.tune_seeds`` = k, the first k seeds train the whole grid and
+their mean validation accuracy (ties within one SE of the k seeds' pooled validation nodes) fixes each rung's rate
+for every seed; the other seeds train that rate only, so the grid is paid k times instead of once per seed and
+the seeds go further (the per-seed pick on 60 validation nodes was mostly the tie rule's anyway). ``null``: every
+seed picks its own rate from its own grid. The probe is scikit-learn's LogisticRegression on standardised frozen embeddings, one
 random train/val/test node split per seed, shared by all rungs.
 
 Beside the ladder, on the same split: the trivial references (the same probe on the raw features,
@@ -126,10 +130,46 @@ def choose_rate(lrs: list[float], val_accs: list[float], default: float, n_val: 
                      "tuning_tie": float(p.moved_by_tie and p.value == default), "n_tied": len(p.tied)}
 
 
-def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int):
+def seed_split(n: int, seed: int, s: dict):
+    e = s["eval"]
+    return node_split(n, seed, e["probe_train_fraction"], e["probe_val_fraction"])
+
+
+def fit_rung(g: GraphTensors, y: np.ndarray, split, rung_name: str, lr: float, s: dict, seed: int, init: int = 0) -> dict:
+    """One rung trained at one rate and probed: validation and test accuracy, model, masks, losses, seconds."""
+    start = time.perf_counter()
+    model, history, losses = train_rung(g, rung_name, lr, s, seed, init)
+    seconds = time.perf_counter() - start
+    val, test = linear_probe(model.embed(g).numpy(), y, split, s["eval"]["probe_c"])
+    return {"val_acc": val, "test_acc": test, "lr": lr, "model": model, "history": history, "losses": losses,
+            "seconds": seconds}
+
+
+def grid_runs(g: GraphTensors, y: np.ndarray, s: dict, seed: int) -> dict[str, list[dict]]:
+    """Every rung at every rate of the grid on one seed (a tuning seed's candidates)."""
+    split = seed_split(g.x.shape[0], seed, s)
+    return {rung: [fit_rung(g, y, split, rung, lr, s, seed) for lr in s["train"]["lrs"]] for rung in s["rungs"]}
+
+
+def pooled_choice(candidates: dict[int, dict[str, list[dict]]], s: dict, n_val: int) -> dict[str, tuple[float, dict]]:
+    """One rate per rung from the tuning seeds: mean validation accuracy over those seeds, ties within one SE of
+    the pooled validation nodes (``n_val`` per seed) go to the default. Returns rung -> (rate, pick record)."""
+    t, out = s["train"], {}
+    for rung in s["rungs"]:
+        means = [float(np.mean([candidates[sd][rung][i]["val_acc"] for sd in candidates])) for i in range(len(t["lrs"]))]
+        index, pick = choose_rate(t["lrs"], means, t["default_lr"], n_val * len(candidates))
+        out[rung] = (t["lrs"][index], {**pick, "tuned_on_seeds": len(candidates)})
+    return out
+
+
+def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int, chosen: dict | None = None,
+                 candidates: dict[str, list[dict]] | None = None):
+    """The ladder on one seed. ``chosen`` (rung -> (rate, pick record)): the rate fixed by the tuning seeds, so
+    this seed trains that rate only, or reuses it from ``candidates`` when it is a tuning seed itself (its grid
+    already trained). Without ``chosen`` the seed picks its own rate from its own grid (``tune_seeds`` null)."""
     t, e = s["train"], s["eval"]
     n = g.x.shape[0]
-    split = node_split(n, seed, e["probe_train_fraction"], e["probe_val_fraction"])
+    split = seed_split(n, seed, s)
     mgen = torch.Generator().manual_seed(derive_seed(seed, "c2gmae", "consistency_masks"))
     common = [uniform_mask(n, t["mask_rate"], mgen) for _ in range(e["n_consistency_masks"])]
     bins = g.bins.numpy()
@@ -150,28 +190,26 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int):
         return per_bin
 
     for rung_name in s["rungs"]:
-        runs, total_seconds = [], 0.0
-        for lr in t["lrs"]:
-            start = time.perf_counter()
-            model, history, losses = train_rung(g, rung_name, lr, s, seed)
-            total_seconds += time.perf_counter() - start
-            val, test = linear_probe(model.embed(g).numpy(), y, split, e["probe_c"])
-            runs.append({"val_acc": val, "test_acc": test, "lr": lr, "model": model, "history": history,
-                         "losses": losses})
-        index, pick = choose_rate(t["lrs"], [r["val_acc"] for r in runs], t["default_lr"], len(split[1]))
-        best = runs[index]
+        runs = candidates[rung_name] if candidates else None
+        if chosen is None:
+            runs = runs or [fit_rung(g, y, split, rung_name, lr, s, seed) for lr in t["lrs"]]
+            index, pick = choose_rate(t["lrs"], [r["val_acc"] for r in runs], t["default_lr"], len(split[1]))
+            best, total_seconds = runs[index], sum(r["seconds"] for r in runs)
+        else:
+            lr, pick = chosen[rung_name]
+            if runs:  # a tuning seed: its model at the chosen rate is already trained
+                best, total_seconds = runs[t["lrs"].index(lr)], sum(r["seconds"] for r in runs)
+            else:
+                best = fit_rung(g, y, split, rung_name, lr, s, seed)
+                total_seconds = best["seconds"]
         per_bin = record(rung_name, 0, best, total_seconds, pick)
         cov = coverage_per_bin(best["history"], bins, e["coverage_window"])
         bin_rows += [{"rung": rung_name, "bin": b, "coverage": float(c), "recon_error": float(r)}
                      for b, (c, r) in enumerate(zip(cov, per_bin))]
         curves += [{"rung": rung_name, "epoch": i, "loss": v} for i, v in enumerate(best["losses"])]
         if rung_name in e["null_rungs"]:  # the retrain null: same rung, same rate, another init
-            start = time.perf_counter()
-            model, history, losses = train_rung(g, rung_name, best["lr"], s, seed, init=1)
-            seconds = time.perf_counter() - start
-            val, test = linear_probe(model.embed(g).numpy(), y, split, e["probe_c"])
-            record(rung_name, 1, {"val_acc": val, "test_acc": test, "lr": best["lr"], "model": model,
-                                  "history": history, "losses": losses}, seconds)
+            null = fit_rung(g, y, split, rung_name, best["lr"], s, seed, init=1)
+            record(rung_name, 1, null, null["seconds"])
     refs = pd.DataFrame(references(g.x.numpy(), y, split, s, seed))
     return pd.DataFrame(rows), pd.DataFrame(bin_rows), pd.DataFrame(curves), refs
 
@@ -181,10 +219,18 @@ def run(job) -> None:
     arrays = read_npz(job.input.graph)
     names = ("rungs", "bins", "curves", "refs")
     tables = {name: [] for name in names}
-    for seed in s["seeds"]:
-        g, y = load_graph(graph_of_seed(arrays, seed), s)
-        for name, df in zip(names, train_ladder(g, y, s, int(seed))):
-            df.insert(0, "seed", int(seed))
+    seeds = [int(seed) for seed in s["seeds"]]
+    draws = {seed: load_graph(graph_of_seed(arrays, seed), s) for seed in seeds}
+    k = s["train"].get("tune_seeds")
+    candidates, chosen = {}, None
+    if k is not None:  # the first k seeds train the whole grid; their mean validation accuracy fixes each rung's rate
+        candidates = {seed: grid_runs(*draws[seed], s, seed) for seed in seeds[:k]}
+        n = draws[seeds[0]][0].x.shape[0]
+        chosen = pooled_choice(candidates, s, len(seed_split(n, seeds[0], s)[1]))
+    for seed in seeds:
+        g, y = draws[seed]
+        for name, df in zip(names, train_ladder(g, y, s, seed, chosen, candidates.pop(seed, None))):
+            df.insert(0, "seed", seed)
             df.insert(0, "graph", job.wildcards.graph)
             tables[name].append(df)
     for name in names:
