@@ -3,6 +3,8 @@ leaks, the synthetic benchmark is held out from pretraining, the scores follow t
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -354,6 +356,34 @@ def test_every_arm_gets_the_same_budget_and_the_twin_reads_no_text():
     assert all(len(c) == 1 for c in blob["curves"].values())  # same epochs for every arm
     # announced windows: the twin trained without text cannot fit them as the text model can
     assert blob["val_loss"]["textnet_notext"] != blob["val_loss"]["textnet"]
+
+
+def test_a_seed_trained_at_the_tuning_seeds_rates_is_that_seeds_own_choice(tmp_path):
+    """``tune_seeds`` 1: another seed trains each arm at the first seed's rate only (NaN validation loss at the
+    others, the first seed's index and tie flag recorded); given its own choice back, a seed retrains exactly the
+    models it picked (same initialisation and batches), so the tuned run differs from the per-seed run only in
+    which rate each seed uses; the train rule's input names the tuning seed's file for every other seed."""
+    from icmlrepro.papers.timesx.workflow_inputs import timesx_tuning_input
+
+    s = dict(SETTINGS, corpus_windows=40, val_windows=10, history=36, p_announce=1.0, text_features=32,
+             text_slots=8, hidden=8, epochs=1, batch_size=16, lr=1e-3, lr_grid=[1e-3, 3e-3, 1e-2])
+    first = train.pretrain(s, 0)
+    tuned = {k: first[k] for k in ("lr_index", "lr_tie")}
+    again = train.pretrain(s, 0, tuned)
+    for arm in train.ARMS:
+        assert all(torch.equal(first["state"][arm][k], again["state"][arm][k]) for k in first["state"][arm])
+        i = first["lr_index"][arm]
+        assert again["val_loss"][arm][i] == first["val_loss"][arm][i]
+        assert sum(np.isnan(v) for v in again["val_loss"][arm]) == len(s["lr_grid"]) - 1
+    other = train.pretrain(s, 1, tuned)
+    assert other["lr_index"] == first["lr_index"] and other["lr_tie"] == first["lr_tie"]
+    path = tmp_path / "models.pkl"
+    path.write_bytes(pickle.dumps(first))
+    assert train.tuning_of(path) == tuned
+    settings = {"scale": "smoke", "seeds": [3, 4, 5], "tune_seeds": 1}
+    assert timesx_tuning_input(settings, 3) == {}
+    assert timesx_tuning_input(settings, 5) == {"tuned": "results/smoke/timesx/train/seed3/models.pkl"}
+    assert timesx_tuning_input({**settings, "tune_seeds": None}, 5) == {}
 
 
 def test_text_gate_fails_when_text_does_not_help():

@@ -1,6 +1,8 @@
 # TimesX: context-enriched multimodal forecasting benchmark (resources/claims/timesx.yaml).
-# timesx_data -> timesx_statistical (once) + timesx_train (seed) -> timesx_eval -> timesx_figures
-from icmlrepro.papers.timesx.workflow_inputs import timesx_data_files, timesx_eval_inputs, timesx_statistical_files
+# timesx_data -> timesx_statistical (once) + timesx_train (seed; the first seed tunes, the others read its rates)
+# -> timesx_eval -> timesx_figures
+from icmlrepro.papers.timesx.workflow_inputs import (timesx_data_files, timesx_eval_inputs, timesx_statistical_files,
+                                                     timesx_tuning_input)
 
 
 rule timesx_data:
@@ -49,13 +51,15 @@ rule timesx_statistical:
 
 
 rule timesx_train:
+    input:
+        unpack(lambda wildcards: timesx_tuning_input(paper_settings(config, "timesx", wildcards.scale), wildcards.seed)),
     output:
         models="results/{scale}/timesx/train/seed{seed}/models.pkl",
     params:
         stage="timesx.train",
         spec=paths_spec,
         settings=settings_of("timesx", "corpus_windows", "val_windows", "history", "p_announce", "text_features",
-                             "text_slots", "hidden", "lr_grid",
+                             "text_slots", "hidden", "lr_grid", "tune_seeds",
                              "epochs", "batch_size", "lr", "max_events", "event_threshold", "max_covariates"),
     log:
         "results/{scale}/timesx/logs/timesx_train/seed{seed}.log",

@@ -115,7 +115,7 @@ def run(job) -> None:
                 f"1 if the tie rule moved {arm}'s rate off the lowest validation loss to the default side")
             put(f"train.lr_selection_se.{arm}", tuning["lr_se"][arm], "L1 (standardised)", "none",
                 f"standard error over validation windows of {arm}'s best validation L1 (the tie tolerance)")
-            put(f"train.val_loss.{arm}", min(tuning["val_loss"][arm]), "L1 (standardised)", "lower",
+            put(f"train.val_loss.{arm}", tuning["val_loss"][arm][i], "L1 (standardised)", "lower",
                 f"validation L1 of {arm} at the chosen rate (pretraining generator, held-out windows)")
             put(f"train.val_loss_snaive.{arm}", tuning["val_loss_snaive"][arm], "L1 (standardised)", "none",
                 f"validation L1 of SeasonalNaive on the same windows and targets as {arm} (its starting point)")

@@ -20,10 +20,23 @@ def timesx_statistical_files(scale: str) -> dict[str, str]:
     return {b: f"results/{scale}/timesx/statistical/{b}.parquet" for b in BENCHMARKS}
 
 
+def timesx_models_file(scale: str, seed: int) -> str:
+    return f"results/{scale}/timesx/train/seed{seed}/models.pkl"
+
+
+def timesx_tuning_input(settings: dict, seed: int) -> dict[str, str]:
+    """``timesx_train``'s input: with ``tune_seeds`` 1 every seed but the first reads the first seed's rate choice
+    (its models file); the first seed, and every seed when ``tune_seeds`` is null, tunes on its own."""
+    first = int(settings["seeds"][0])
+    if settings["tune_seeds"] is None or int(seed) == first:
+        return {}
+    return {"tuned": timesx_models_file(settings["scale"], first)}
+
+
 def timesx_eval_inputs(settings: dict) -> dict[str, str]:
     """Named inputs of ``timesx_eval``: the benchmarks, the statistical forecasts, one model file per seed."""
     scale = settings["scale"]
     files = timesx_data_files(scale)
     files.update({f"statistical_{b}": f for b, f in timesx_statistical_files(scale).items()})
-    files.update({f"models_seed{s}": f"results/{scale}/timesx/train/seed{s}/models.pkl" for s in settings["seeds"]})
+    files.update({f"models_seed{s}": timesx_models_file(scale, s) for s in settings["seeds"]})
     return files
