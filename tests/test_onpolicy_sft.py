@@ -51,8 +51,10 @@ def test_token_losses_match_their_formulas():
     assert float(losses.idft_loss(logits, labels, 1.0, 0.1, 2.0, ramp=0.0)) == pytest.approx(-p * math.log(p), rel=1e-6)
 
 
-def test_dft_stops_the_gradient_through_its_weight_and_idft_does_not():
-    """DFT: d/dz[-sg(p) log p] = -p dlogp/dz; IDFT (published code): p^gamma is differentiated, gamma is not."""
+def test_dft_and_idft_stop_the_gradient_through_their_weights():
+    """DFT: d/dz[-sg(p) log p] = -p dlogp/dz; IDFT (paper; published trainer since eb0f3e7): d/dz[-sg(p^gamma) log p]
+    = -p^gamma dlogp/dz, never of the other sign (the initial commit differentiated p^gamma, which pushes a target
+    token with p < exp(-1/gamma) down)."""
     z = torch.tensor([[[0.0, math.log(3.0)], [0.0, 0.0]]], requires_grad=True)
     labels = torch.tensor([[-100, 1]])
     losses.dft_loss(z, labels).backward()
@@ -60,8 +62,12 @@ def test_dft_stops_the_gradient_through_its_weight_and_idft_does_not():
     dlogp = torch.tensor([0.0, 1.0]) - p  # d log p_1 / d z
     assert torch.allclose(z.grad[0, 0], -0.75 * dlogp, atol=1e-6)
     z.grad = None
-    losses.idft_loss(z, labels, 1.0, 0.1, 2.0, ramp=0.0).backward()  # gamma = 1: -p log p, full gradient
-    assert torch.allclose(z.grad[0, 0], -0.75 * (math.log(0.75) + 1) * dlogp, atol=1e-6)
+    losses.idft_loss(z, labels, 1.0, 0.1, 2.0, ramp=0.0).backward()  # gamma = 1: the same gradient as DFT
+    assert torch.allclose(z.grad[0, 0], -0.75 * dlogp, atol=1e-6)
+    # an unlikely target token (p = 0.1 < 1/e) is pulled up, with weight p^gamma, gamma at its cap
+    z2 = torch.tensor([[[math.log(9.0), 0.0], [0.0, 0.0]]], requires_grad=True)
+    losses.idft_loss(z2, labels, 1.0, 0.1, 2.0).backward()
+    assert float(z2.grad[0, 0, 1]) == pytest.approx(-(0.1 ** 2.0) * 0.9, rel=1e-5)
 
 
 def test_idft_down_weights_out_of_distribution_tokens():
@@ -363,3 +369,43 @@ def test_tokenizer_reads_the_pretraining_corpus_only_and_catches_an_unknown_word
     bad.loc[bad.index[0], "prompt"] = bad.loc[bad.index[0], "prompt"] + " zebra"
     with pytest.raises(ValueError, match="pretraining corpus lacks"):
         data.build_tokenizer(pre, target, bad)
+
+
+def test_written_joiner_share_writes_the_target_joiner_at_that_rate_in_the_target_family_only():
+    """pretrain.written_joiner_share: each step boundary of a pretraining target-family trace is written as the
+    target style's joiner with that probability; share 0 (default) writes none; the other families never."""
+    p = {**SMALL, "pretrain": {**SMALL["pretrain"], "n_per_family": 400, "steps_range": [4, 6]}}
+    none = data.pretrain_table(p)
+    assert not none["trace"].str.contains(f" {styles.THEN} ").any()
+    some = data.pretrain_table({**p, "pretrain": {**p["pretrain"], "written_joiner_share": 0.2}})
+    native = some[(some["family"] == "sort") & (some["prompt"] == some["question"])]
+    joins = native["trace"].str.count(f" {styles.THEN} ").sum()
+    share = joins / (joins + native["trace"].str.count(" ; ").sum())
+    assert 0.15 < share < 0.25
+    assert not some.loc[some["family"] != "sort", "trace"].str.contains(f" {styles.THEN} ").any()
+    # the same problems, only the joiner differs
+    assert (native["trace"].str.replace(f" {styles.THEN} ", " ; ").tolist()
+            == none.loc[native.index, "trace"].tolist())
+
+
+def test_hinted_keep_correct_trains_on_right_answers_only_and_phi_reads_the_trained_rows():
+    """corpora.hinted_keep correct: a hinted re-generation with a wrong answer stays in the corpus (correct_fraction
+    and the realignment metrics read it) but is not trained on, and phi / size of the corpus read the trained rows."""
+    from icmlrepro.papers.onpolicy_sft.finetune import training_rows
+
+    rows = [{"corpus": c, "phi": ph, "correct": ok, "lam": 0.5, "train": not (c.startswith("hinted") and not ok)}
+            for c in ("ground_truth", "ground_truth_matched", "self", "hinted", "hinted_beta0")
+            for ph, ok in ((-0.1, True), (-3.0, False))]
+    corpus = pd.DataFrame(rows)
+    assert len(training_rows(corpus, "hinted")) == 1 and len(training_rows(corpus, "ground_truth")) == 2
+    assert len(training_rows(corpus.drop(columns="train"), "hinted")) == 2
+    preds = pd.DataFrame([{"arm": "base", "split": "test", "family": "sort", "difficulty": 6, "correct": True}])
+    grid = pd.DataFrame([{"arm": "sft", "lr": 1e-3, "val_acc": 0.5, "seconds": 1.0, "chosen": True,
+                          "val_hits": [1, 0], "moved_by_tie": False}])
+    row = evaluate.per_seed(preds, grid, corpus, {"n_pairs": 0, "generation_seconds": {}}, ["sft"])
+    assert row["phi.hinted"] == pytest.approx(-0.1) and row["size.hinted"] == 1
+    assert row["correct_fraction.hinted"] == pytest.approx(0.5)
+    assert row["phi.ground_truth"] == pytest.approx(-1.55) and row["size.ground_truth"] == 2
+    # the realignment claim reads every re-generation, not the rows kept for training
+    assert row["phi_generated.hinted"] == pytest.approx(-1.55)
+    assert row["abs_phi_original_minus_hinted"] == pytest.approx(0.0)

@@ -3,7 +3,9 @@
 - ``ground_truth``: the target-style solutions (off-policy);
 - ``self``: the model's own first correct sample per problem (plain prompt, temperature T; on-policy);
 - ``ground_truth_matched``: ground truth of exactly the problems ``self`` covers (its off-policy twin);
-- ``hinted``: Hinted Decoding with beta > 0; ``hinted_beta0``: the hinted stream alone (beta = 0);
+- ``hinted``: Hinted Decoding with beta > 0; ``hinted_beta0``: the hinted stream alone (beta = 0); with
+  ``hinted_keep: correct`` their rows with a wrong answer are kept (column ``correct``) but not trained on
+  (column ``train``), as the own-sample corpus keeps only correct samples;
 - preference pairs (``pair_chosen``): the model's own first correct sample (``self``: offline RL on the model's
   own samples, problems with both a correct and a wrong sample) or the ground truth (``ground_truth``) as chosen,
   the model's own first wrong sample as rejected.
@@ -109,6 +111,10 @@ def build(model, tokenizer, tasks: list[Task], styled: list[Task], s: dict, seed
         rows += [{"corpus": name, "problem": i, "prompt": t.prompt, "completion": x, "correct": bool(check(t, x)),
                   "lam": lam} for i, (t, x, lam) in enumerate(zip(tasks, texts, lams))]
     table = pd.DataFrame(rows)
+    # the rows each arm fine-tunes on: every row, or (corpora.hinted_keep: correct) the hinted re-generations
+    # with the right answer only, as the own-sample corpus keeps only correct samples
+    wrong_hinted = table["corpus"].isin(["hinted", "hinted_beta0"]) & ~table["correct"].astype(bool)
+    table["train"] = ~wrong_hinted if s.get("hinted_keep", "all") == "correct" else True
     table["phi"] = sequence_phi(model, batches(tokenizer, list(zip(table["prompt"], table["completion"])),
                                                s["gen_batch"]))
     return table, pd.DataFrame(pairs, columns=["problem", "prompt", "chosen", "rejected"]), seconds

@@ -16,6 +16,8 @@ Test and validation problems never appear in training (checked: prompts are disj
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -24,7 +26,7 @@ from icmlrepro.core.seeding import derive_seed
 from icmlrepro.lm.data import tasks_from_table
 from icmlrepro.lm.tasks import Task, generate
 
-from .styles import hint_prompt, restyle
+from .styles import THEN, hint_prompt, restyle
 
 def _tasks(family: str, n: int, steps, *keys) -> list[Task]:
     return generate(family, n, tuple(steps), np.random.default_rng(derive_seed(*keys)))
@@ -44,15 +46,31 @@ def style_of(p: dict) -> str:
     return p.get("target", {}).get("style", "swap")
 
 
+def written_joiner(task: Task, share: float, rng: np.random.Generator) -> Task:
+    """The task with each step boundary ' ; ' written as the target style's ' then ' with probability ``share``,
+    independently per boundary (config ``pretrain.written_joiner_share``): the base model then writes the target
+    style's joiner itself, rarely (log p about log(share) at every boundary), as a chat model assigns a
+    human-written solution's wording a low but not vanishing probability."""
+    parts = task.trace.split(" ; ")
+    out = parts[0]
+    for part in parts[1:]:
+        out += (f" {THEN} " if rng.random() < share else " ; ") + part
+    return replace(task, trace=out)
+
+
 def pretrain_table(p: dict) -> pd.DataFrame:
     """Rows (family, difficulty, prompt, trace, answer, question) the base model is trained on (native
     style); ``question`` is the prompt without its hint, so that no target problem was seen with a hint."""
     base, pre = p["seeds"][0], p["pretrain"]
     rows = []
+    share = float(pre.get("written_joiner_share", 0.0))
+    joiner_rng = np.random.default_rng(derive_seed(base, "pre", "written-joiner"))
     for fam in [p["target_family"], *p["ood_families"]]:
         steps = pre.get("target_steps_range", pre["steps_range"]) if fam == p["target_family"] else pre["steps_range"]
-        rows += [{**t.to_dict(), "question": t.prompt}
-                 for t in _tasks(fam, pre["n_per_family"], steps, base, "pre", fam)]
+        tasks = _tasks(fam, pre["n_per_family"], steps, base, "pre", fam)
+        if fam == p["target_family"] and share > 0:
+            tasks = [written_joiner(t, share, joiner_rng) for t in tasks]
+        rows += [{**t.to_dict(), "question": t.prompt} for t in tasks]
     rng = np.random.default_rng(derive_seed(base, "pre", "hint-style"))
     for t in _tasks(p["target_family"], pre["n_hint"], pre["hint_steps_range"], base, "pre", "hint"):
         shown = restyle(t, style_of(p)) if rng.random() < 0.5 else t

@@ -110,17 +110,25 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
                               ("beyond", mine["difficulty"] > pretrain_max_steps)):
                 fam = mine[sel].groupby("family")["correct"].mean()
                 row[f"ood_acc_{part}_pretraining.{arm}"] = float(fam.mean()) if len(fam) else np.nan
-    phi = {c: float(corpus.loc[corpus["corpus"] == c, "phi"].mean()) for c in CORPORA}
+    # phi and size of each corpus as trained on (column ``train``: the hinted corpora may keep only their
+    # correct re-generations); correct_fraction reads every generated row
+    trained = corpus[corpus["train"].astype(bool)] if "train" in corpus else corpus
+    phi = {c: float(trained.loc[trained["corpus"] == c, "phi"].mean()) for c in CORPORA}
     for c in CORPORA:
         row[f"phi.{c}"] = phi[c]
         row[f"abs_phi.{c}"] = abs(phi[c])
-        row[f"size.{c}"] = int((corpus["corpus"] == c).sum())
+        row[f"size.{c}"] = int((trained["corpus"] == c).sum())
     for c in ("self", "hinted", "hinted_beta0"):
         row[f"correct_fraction.{c}"] = float(corpus.loc[corpus["corpus"] == c, "correct"].mean())
     row["mean_lambda.hinted"] = float(corpus.loc[corpus["corpus"] == "hinted", "lam"].mean())
     row["abs_phi_ground_truth_minus_self_generated"] = abs(phi["ground_truth"]) - abs(phi["self"])
-    row["abs_phi_original_minus_hinted"] = abs(phi["ground_truth"]) - abs(phi["hinted"])
-    row["abs_phi_original_minus_hinted_beta0"] = abs(phi["ground_truth"]) - abs(phi["hinted_beta0"])
+    # hinted decoding's realignment reads every re-generation (what the decoder wrote), not the rows kept for
+    # training: keeping the right answers selects confident sequences and moves phi up (phi_generated vs phi)
+    generated = {c: float(corpus.loc[corpus["corpus"] == c, "phi"].mean()) for c in ("hinted", "hinted_beta0")}
+    for c, v in generated.items():
+        row[f"phi_generated.{c}"] = v
+    row["abs_phi_original_minus_hinted"] = abs(phi["ground_truth"]) - abs(generated["hinted"])
+    row["abs_phi_original_minus_hinted_beta0"] = abs(phi["ground_truth"]) - abs(generated["hinted_beta0"])
     ood = {a: row[f"ood_acc.{a}"] for a in arms}
     row["spearman_neg_abs_phi_vs_ood_acc"] = link(phi, ood)
     null = link_null(phi, ood)
@@ -185,7 +193,7 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
                 "ood_acc_beyond_pretraining": "out-of-domain accuracy on the items with more steps than pretraining",
                 "correct_fraction": "share of the corpus's sequences with the right answer"}.get(head, "difference of out-of-domain accuracy")
         return "fraction", "higher", False, what
-    if head in ("phi", "abs_phi") or key.startswith("abs_phi_"):
+    if head in ("phi", "abs_phi", "phi_generated") or key.startswith("abs_phi_"):
         return "nats/token", "none", False, "centered log-likelihood log p + H under the base model (corpus mean of sequence means)"
     if head.startswith("spearman"):
         return "rank correlation", "higher", False, "Spearman over corpora of -|phi| vs out-of-domain accuracy after SFT on it"

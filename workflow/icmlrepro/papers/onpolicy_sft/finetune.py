@@ -75,21 +75,32 @@ def _pair_logps(model, tokenizer, enc_w, enc_l, average: bool):
 
 def pair_finetune(model, tokenizer, pairs, loss: str, steps: int, batch_size: int, lr: float, seed: int,
                   s: dict) -> list[float]:
-    """DPO (frozen copy of the start model as reference) or SimPO on (prompt, chosen, rejected) triples."""
+    """DPO (the start model as reference: its log-probs computed once per pair before training) or SimPO on
+    (prompt, chosen, rejected) triples."""
     data = [(encode(tokenizer, p, w), encode(tokenizer, p, r)) for p, w, r in pairs]
-    ref = copy.deepcopy(model).eval() if loss == "dpo" else None
+    if loss == "dpo":  # the frozen start model's log-probs, once per pair (the reference never changes)
+        model.eval()
+        with torch.no_grad():
+            ref = [_pair_logps(model, tokenizer, [d[0] for d in data[i: i + 32]], [d[1] for d in data[i: i + 32]],
+                               average=False) for i in range(0, len(data), 32)]
+        ref_w_all, ref_l_all = torch.cat([r[0] for r in ref]), torch.cat([r[1] for r in ref])
 
     def batch_loss(step, pick):
         enc_w, enc_l = [data[j][0] for j in pick], [data[j][1] for j in pick]
         if loss == "dpo":
-            with torch.no_grad():
-                ref_w, ref_l = _pair_logps(ref, tokenizer, enc_w, enc_l, average=False)
+            idx = torch.as_tensor(pick)
             pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=False)
-            return losses.dpo_loss(pi_w, pi_l, ref_w, ref_l, s["dpo"]["beta"])
+            return losses.dpo_loss(pi_w, pi_l, ref_w_all[idx], ref_l_all[idx], s["dpo"]["beta"])
         pi_w, pi_l = _pair_logps(model, tokenizer, enc_w, enc_l, average=True)
         return losses.simpo_loss(pi_w, pi_l, s["simpo"]["beta"], s["simpo"]["gamma"])
 
     return _train_loop(model, len(data), steps, batch_size, lr, seed, batch_loss)
+
+
+def training_rows(corpus, source: str):
+    """The rows of ``source`` an arm fine-tunes on (column ``train``; every row where a corpus lacks it)."""
+    sub = corpus[corpus["corpus"] == source]
+    return sub[sub["train"].astype(bool)] if "train" in sub else sub
 
 
 def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: dict):
@@ -102,7 +113,7 @@ def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: 
         triples = list(zip(pairs["prompt"], pairs["chosen"], pairs["rejected"]))
         curve = pair_finetune(model, tokenizer, triples, loss, ft["steps"], ft["batch_size"], lr, seed, s)
     else:
-        sub = corpus[corpus["corpus"] == source]
+        sub = training_rows(corpus, source)
         curve = token_finetune(model, tokenizer, list(zip(sub["prompt"], sub["completion"])), loss, ft["steps"],
                                ft["batch_size"], lr, seed, s)
     return model, curve, cost_clock(base.device) - t0

@@ -4,11 +4,13 @@ All token losses average over the target tokens of the batch (labels != -100), w
 
 - SFT: -log p_t.
 - DFT (dynamic fine-tuning): -sg(p_t) log p_t.
-- IDFT, as in the published trainer (``fsdp_polylog_trainer.py``): phi_t = log p_t + H(p_t),
-  gamma_t = clamp(exp(-phi_t / beta), gamma_min, gamma_max), ramped from 1 (0 for the first
-  ``warmup`` share of training, linear over ``transition``), loss -p_t^{sg(gamma_t)} log p_t. Only
-  gamma is detached: the weight p^gamma is differentiated as in the published code. A token far out of
-  the model's distribution (phi << 0) gets a large gamma, hence a small weight p^gamma.
+- IDFT, as in the paper and the published trainer (``fsdp_polylog_trainer.py`` at eb0f3e7, "update IDFT"):
+  phi_t = log p_t + H(p_t), gamma_t = clamp(exp(-phi_t / beta), gamma_min, gamma_max), ramped from 1 (0 for
+  the first ``warmup`` share of training, linear over ``transition``), loss -sg(p_t^gamma_t) log p_t: the
+  whole weight is detached, as DFT's. (The initial commit e33b89c detached only gamma; differentiating
+  p^gamma flips the gradient's sign for a token with p < exp(-1/gamma), pushing unlikely target tokens
+  down; this miniature used that version until the upstream fix was found.) A token far out of the
+  model's distribution (phi << 0) gets a large gamma, hence a small weight p^gamma.
 - DPO: -log sigmoid(beta [(log pi(y_w) - log ref(y_w)) - (log pi(y_l) - log ref(y_l))]), summed
   sequence log-probabilities (TRL ``DPOTrainer``, loss_type "sigmoid").
 - SimPO: -log sigmoid(beta (avg log pi(y_w) - avg log pi(y_l)) - gamma), length-averaged, no reference
@@ -68,7 +70,7 @@ def idft_loss(logits, labels, beta: float = 1.0, gamma_min: float = 0.1, gamma_m
     logp, logp_all, mask = token_logprobs(logits, labels)
     gamma = idft_gamma(logp, logp_all, beta, gamma_min, gamma_max, ramp)
     p = logp.exp().clamp(1e-10, 1.0)
-    return _mean(-(p ** gamma) * torch.log(p), mask)
+    return _mean(-(p ** gamma).detach() * torch.log(p), mask)
 
 
 def sequence_logprob(logits, labels, average: bool = False) -> torch.Tensor:

@@ -58,7 +58,7 @@ def run(job) -> None:
 
     from .corpora import build
     from .arms import ARMS
-    from .finetune import finetune
+    from .finetune import finetune, training_rows
 
     p = job.params
     seed = int(job.wildcards.seed)
@@ -85,7 +85,7 @@ def run(job) -> None:
     for arm in p["arms"]:
         default_lr = p["finetune"]["default_lr"][arm]
         source = ARMS[arm][0]
-        n = len(pairs) if source == "pairs" else int((corpus["corpus"] == source).sum())
+        n = len(pairs) if source == "pairs" else len(training_rows(corpus, source))
         scored = []
         for lr in arm_grid(p["finetune"], arm):
             if n == 0:  # e.g. no correct sample at all: the arm has no data, its scores are NaN
