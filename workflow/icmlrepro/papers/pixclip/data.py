@@ -27,9 +27,10 @@ from icmlrepro.core.seeding import derive_seed
 # ten photographs of the first drafts: grass and gravel were dropped (their 24 px crops have the grey mean and
 # spread of brick's, 0.47-0.54 / 0.10-0.12), fur (chelsea) and cell because their training and test columns differ
 # (cell: grey spread 0.014 left, 0.098 right). With ten, a vision tower trained on the texture label itself reached
-# 0.25-0.31 at the default budget and the Alpha-CLIP-style arm 0.18-0.20 (chance 0.10).
-TEXTURES = {"brick": "brick", "coin": "coins", "crater": "moon", "text": "page", "star": "hubble_deep_field",
-            "petal": "flower"}
+# 0.25-0.31 at the default budget and the Alpha-CLIP-style arm 0.18-0.20 (chance 0.10). Petal (flower) was dropped
+# next: with six, a forest on seven masked luminance statistics (max over the channels, which every tint keeps at
+# 0.25 + 0.75 x grey) scored 0.89 on seed 0's test regions and 57 of its 70 errors were coin <-> petal.
+TEXTURES = {"brick": "brick", "coin": "coins", "crater": "moon", "text": "page", "star": "hubble_deep_field"}
 COLORS = {"red": (1.0, 0.15, 0.15), "green": (0.15, 1.0, 0.15), "blue": (0.2, 0.3, 1.0),
           "yellow": (1.0, 1.0, 0.15), "purple": (0.8, 0.2, 1.0), "cyan": (0.15, 1.0, 1.0)}
 BACKGROUNDS = {"dark": (0.08, "camera"), "gray": (0.3, "astronaut"), "light": (0.55, "coffee")}
