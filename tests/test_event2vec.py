@@ -127,6 +127,50 @@ def test_event2vec_logits_do_not_depend_on_batch_padding():
     torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-5)
 
 
+def test_length_groups_give_the_padded_batchs_logits_and_dense_arms_stay_one_batch():
+    """Training runs a token model's batch in length groups (less padding): the logits, in order, are the padded
+    batch's. A dense CNN (BatchNorm couples the batch) must see the whole batch at once: in train mode its
+    grouped logits would differ, so batch_logits never groups it."""
+    from icmlrepro.papers.event2vec.train import LENGTH_GROUPS, batch_logits
+
+    s = {"sensor": 16, "d": 16, "layers": 1, "heads": 2, "time_bins": 2, "cnn_width": 4, "point_width": 8}
+    lengths = [5, LENGTH_GROUPS[0] + 3, 2, LENGTH_GROUPS[-1] + 9, 7, LENGTH_GROUPS[0] + 1]
+    batch = [_stream(n, i) for i, n in enumerate(lengths)]
+    for arm in ("event2vec", "point_set"):
+        torch.manual_seed(0)
+        model = build(arm, 4, s).eval()
+        with torch.no_grad():
+            torch.testing.assert_close(batch_logits(model, arm, batch, s), model(**inputs(arm, batch, s)),
+                                       atol=1e-5, rtol=1e-5)
+    torch.manual_seed(0)
+    cnn = build("frame_cnn", 4, s).train()
+    with torch.no_grad():
+        whole = cnn(**inputs("frame_cnn", batch, s))
+        torch.testing.assert_close(batch_logits(cnn, "frame_cnn", batch, s), whole)
+        halves = torch.cat([cnn(**inputs("frame_cnn", batch[:3], s)), cnn(**inputs("frame_cnn", batch[3:], s))])
+    assert not torch.allclose(halves, whole, atol=1e-4)  # the coupling the grouping must not break
+
+
+def test_training_batches_mix_event_budgets_and_resolutions(monkeypatch):
+    """Each stream of a training batch draws its own budget and resolution factor (a batch of one setting at a
+    time made the BatchNorm baselines unstable): with several budgets, one batch holds several."""
+    from icmlrepro.papers.event2vec import train as T
+
+    seen = []
+    real = T.prepare
+
+    def spy(ev, arm, budget, factor, sensor, rng):
+        seen.append((budget, factor))
+        return real(ev, arm, budget, factor, sensor, rng)
+
+    monkeypatch.setattr(T, "prepare", spy)
+    s = {"sensor": 16, "d": 16, "layers": 1, "heads": 2, "time_bins": 2, "cnn_width": 4, "point_width": 8,
+         "steps": 1, "batch": 16, "event_budgets": [4, 8, 16], "max_events": 32, "res_factors": [1, 2, 4]}
+    streams = [_stream(40, i) for i in range(16)]
+    T.train_model("frame_cnn", streams, np.arange(16) % 4, s, 0, 0.01)
+    assert len(seen) == 16 and len({b for b, _ in seen}) > 1 and len({f for _, f in seen}) > 1
+
+
 def test_event2vec_reads_event_order_but_point_set_does_not():
     """event2vec sees time through the gaps between consecutive events: reordering the same events changes
     its output. The PointNet baseline pools a set: the order cannot matter."""
@@ -285,3 +329,15 @@ def test_every_seed_draws_its_own_train_and_test_sets(tmp_path):
     assert all(x is streams[i] for x, i in zip(tests[5][0], idx))
     with pytest.raises(ValueError, match="no test streams"):
         evaluate.test_sets(samples, streams, [7])
+
+
+def test_the_shuffled_control_trains_at_event2vecs_tuned_rate():
+    """The control is event2vec with the order destroyed and nothing else changed: its train job reads event2vec's
+    tuning record (no grid of its own); every other arm tunes on its own."""
+    from icmlrepro.papers.event2vec.workflow_inputs import LR_FROM, event2vec_lr_source
+
+    s = {"scale": "default", "arms": ["event2vec", "event2vec_shuffled_t", "frame_cnn", "voxel_cnn", "point_set"]}
+    assert LR_FROM == {"event2vec_shuffled_t": "event2vec"}
+    assert event2vec_lr_source(s, "event2vec_shuffled_t") == ["results/default/event2vec/train/event2vec/tuning.json"]
+    assert all(event2vec_lr_source(s, a) == [] for a in s["arms"] if a != "event2vec_shuffled_t")
+    assert event2vec_lr_source(dict(s, arms=["event2vec_shuffled_t"]), "event2vec_shuffled_t") == []

@@ -1,7 +1,8 @@
 # event2vec: events as Transformer tokens (resources/claims/event2vec.yaml).
-# event2vec_data (every seed's own train/test set) -> event2vec_train (one job per arm: LR tuning on the first seed, ties to lr_default, then every seed)
+# event2vec_data (every seed's own train/test set) -> event2vec_train (one job per arm: LR tuning on the first seed, ties to lr_default,
+#   then every seed; the shuffled-timestamp control trains at event2vec's tuned rate, train.LR_FROM)
 #   -> event2vec_eval -> event2vec_figures
-from icmlrepro.papers.event2vec.workflow_inputs import event2vec_model_files
+from icmlrepro.papers.event2vec.workflow_inputs import event2vec_lr_source, event2vec_model_files
 
 
 rule event2vec_data:
@@ -33,6 +34,7 @@ rule event2vec_train:
     input:
         events=rules.event2vec_data.output.events,
         samples=rules.event2vec_data.output.samples,
+        lr_source=lambda wildcards: event2vec_lr_source(paper_settings(config, "event2vec", wildcards.scale), wildcards.arm),
     output:
         models="results/{scale}/event2vec/train/{arm}/models.pt",
         tuning="results/{scale}/event2vec/train/{arm}/tuning.json",

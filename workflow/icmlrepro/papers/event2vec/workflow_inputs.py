@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+#: arms trained at another arm's tuned learning rate instead of their own pick (train.py): the shuffled-timestamp
+#: control is event2vec with the event order destroyed and nothing else changed. Tuning it on its own cost five
+#: runs of the most expensive model; in the 8-seed run where it was tuned it tied at event2vec's rate (validation
+#: 0.55 at 0.01 vs 0.56 at 0.003, within one standard error).
+LR_FROM = {"event2vec_shuffled_t": "event2vec"}
+
 
 def event2vec_model_files(settings: dict) -> dict[str, str]:
     """Named inputs of ``event2vec_eval``: each arm's models (all seeds) and its tuning record."""
@@ -9,3 +15,9 @@ def event2vec_model_files(settings: dict) -> dict[str, str]:
     files = {a: f"{base}/{a}/models.pt" for a in settings["arms"]}
     files |= {f"{a}_tuning": f"{base}/{a}/tuning.json" for a in settings["arms"]}
     return files
+
+
+def event2vec_lr_source(settings: dict, arm: str) -> list[str]:
+    """The tuning record whose rate ``arm`` trains at (train.LR_FROM), if any and if that arm is run."""
+    src = LR_FROM.get(arm)
+    return [f"results/{settings['scale']}/event2vec/train/{src}/tuning.json"] if src in settings["arms"] else []
