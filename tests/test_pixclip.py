@@ -283,3 +283,43 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     assert metrics.get("heldout_combo_regions_in_training").values == [0.0] * len(metrics.replicates)
     assert metrics.get("region_text_r1.chance").values[0] == pytest.approx(1 / 30)  # 5 textures x 6 colours
     assert len(data.TEXTURES) * len(data.COLORS) == 30
+
+
+def test_ablations_train_at_pixclips_tuned_rate(monkeypatch, tmp_path):
+    """Each ablation reads PixCLIP's models file as an input and trains every seed at its picked rate, with no
+    search of its own (tuning_points 0, the interior flag read on PixCLIP's searched rates); the other arms tune."""
+    from icmlrepro.core.io import write_torch
+    from icmlrepro.papers.pixclip import workflow_inputs as W
+
+    settings = {"scale": "smoke", "arms": ["clip", "pixclip", "pixclip_no_region"]}
+    assert W.pixclip_lr_source(settings, "pixclip_no_region") == {"tuned": "results/smoke/pixclip/train/pixclip/models.pt"}
+    assert W.pixclip_lr_source(settings, "clip") == {} and W.pixclip_lr_source(settings, "pixclip") == {}
+    assert W.pixclip_lr_source({**settings, "arms": ["pixclip_no_region"]}, "pixclip_no_region") == {}
+    src = tmp_path / "pixclip.pt"
+    write_torch(src, {"tuning": {"grid": [0.001, 0.002, 0.004], "scores": [0.1, 0.3, 0.2], "lr": 0.002}})
+    trained = []
+
+    class Stub:
+        grad_norms: list = []
+
+        def state_dict(self):
+            return {}
+
+    monkeypatch.setattr(train, "train", lambda arm, tr, tok, s, seed, lr: trained.append((seed, lr)) or (Stub(), [0.0]))
+    monkeypatch.setattr(train, "load_split", lambda *a, **k: None)
+    monkeypatch.setattr(train, "preload", lambda: None)
+    for name, reader in (("read_tokenizer", None), ("read_npz", {}), ("read_parquet", None)):
+        monkeypatch.setattr(train, name, lambda path, _r=reader: _r)
+    saved = {}
+    monkeypatch.setattr(train, "write_torch", lambda path, obj: saved.update(obj))
+    from icmlrepro.core.cli import Job, Named
+
+    job = Job("pixclip_train", input=Named(arrays="a", scenes="s", regions="r", tokenizer="t", extra=[str(src)]),
+              output=Named(models="m"), params=Named(seeds=[3, 4], lr=0.002, lr_grid=[0.001, 0.002, 0.004],
+                                                     max_objects=4),
+              wildcards=Named(arm="pixclip_no_region"))
+    train.run(job)
+    assert trained == [(3, 0.002), (4, 0.002)]
+    tun = saved["tuning"]
+    assert tun["lr"] == 0.002 and tun["scores"] == [] and tun["lr_from"] == "pixclip"
+    assert not at_grid_edge(tun["lr"], tun["grid"])

@@ -1,6 +1,7 @@
 # PixCLIP: alpha-channel region prompts + long text in CLIP, three-branch alignment (resources/claims/pixclip.yaml).
-# pixclip_data -> pixclip_train (one job per arm, every seed inside) -> pixclip_eval -> pixclip_figures
-from icmlrepro.papers.pixclip.workflow_inputs import pixclip_model_files
+# pixclip_data -> pixclip_train (one job per arm, every seed inside; the ablations after pixclip, at its rate)
+# -> pixclip_eval -> pixclip_figures
+from icmlrepro.papers.pixclip.workflow_inputs import pixclip_lr_source, pixclip_model_files
 
 
 rule pixclip_data:
@@ -35,6 +36,8 @@ rule pixclip_train:
         scenes=rules.pixclip_data.output.scenes,
         regions=rules.pixclip_data.output.regions,
         tokenizer=rules.pixclip_data.output.tokenizer,
+        # an ablation trains at PixCLIP's tuned rate (workflow_inputs.LR_FROM)
+        extra=lambda wildcards: list(pixclip_lr_source(paper_settings(config, "pixclip", wildcards.scale), wildcards.arm).values()),
     output:
         models="results/{scale}/pixclip/train/{arm}/models.pt",
     params:

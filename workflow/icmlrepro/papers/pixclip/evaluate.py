@@ -246,7 +246,7 @@ def score_all(job, s: dict, tok, arrays, scenes, regions) -> tuple[pd.DataFrame,
         grid = list(tun["grid"])
         info = {"tuned_lr": tun["lr"], "tuned_interior": float(not at_grid_edge(tun["lr"], grid)),
                 "tuning_ties": float(max(len(tun["tied"]) - 1, 0)), "tuning_tie": float(tun.get("moved_by_tie", False)),
-                "tuning_se": float(tun.get("tolerance", float("nan"))), "tuning_points": float(len(grid))}
+                "tuning_se": float(tun.get("tolerance", float("nan"))), "tuning_points": float(len(tun["scores"]))}
         info |= {f"val_score_lr{g:g}".replace(".", "p"): v for g, v in zip(grid, tun["scores"])}
         rows.extend({"arm": arm, "seed": seed, "metric": k, "value": v} for seed in s["seeds"] for k, v in info.items())
     return pd.DataFrame(rows), pd.concat(preds, ignore_index=True), chance
@@ -290,7 +290,8 @@ def build_metrics(table: pd.DataFrame, chance: dict, train_regions: pd.DataFrame
         mf.add(f"tuning_tie.{arm}", vals(arm, "tuning_tie"), unit="indicator", direction="none",
                description=f"arm {arm}: 1 if the tie rule moved the pick from the best-scoring rate toward lr")
         mf.add(f"tuning_points.{arm}", vals(arm, "tuning_points"), unit="grid points", direction="none",
-               description=f"arm {arm}: learning rates trained by the expanding search on lr_grid (train.search_grid)")
+               description=f"arm {arm}: learning rates trained by the expanding search on lr_grid (train.search_grid); 0 for "
+                           f"an ablation, which trains at its method's rate (workflow_inputs.LR_FROM)")
         mf.add(f"tuning_se.{arm}", vals(arm, "tuning_se"), unit="score", direction="none",
                description=f"arm {arm}: standard error of the best validation score (the tie tolerance)")
         for key in sorted(k for k in table.loc[table["arm"] == arm, "metric"].unique() if k.startswith("val_score_lr")):

@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, write_torch
+from icmlrepro.core.io import read_npz, read_parquet, read_tokenizer, read_torch, write_torch
 from icmlrepro.core.seeding import derive_seed, seed_everything
 from icmlrepro.core.tuning import accuracy_se, pick_with_ties
 
 from .data import BACKGROUNDS, COLORS, TEXTURES, phrase
 from .losses import contrastive, patch_targets, pixel_loss
 from .model import DualEncoder, encode_ids, preload
+from .workflow_inputs import LR_FROM
 
 BRANCHES = ("global", "region", "pixel")
 ARMS = {  # arm: (alpha channel, long-text encoder, branches)
@@ -201,6 +202,14 @@ def run(job) -> None:
     first, full = s["seeds"][0], sorted(s.get("lr_grid", [s["lr"]]))
     tr, val = split("train", first), split("val", first)
     runs = {}
+    extra = job.input.get("extra") or []
+    if extra:  # an ablation: its method's tuned rate, nothing else changed (workflow_inputs.LR_FROM)
+        src = read_torch(extra[0] if isinstance(extra, list) else extra)["tuning"]
+        out["tuning"] = {"grid": list(src["grid"]), "full_grid": full, "scores": [], "ses": [], "lr": src["lr"],
+                         "tolerance": float("nan"), "tied": [], "moved_by_tie": False, "lr_from": LR_FROM[arm]}
+        train_seeds(arm, split, tok, s, out, src["lr"], {})
+        write_torch(job.output.models, out)
+        return
 
     def fit(lr):
         t0 = time.perf_counter()
@@ -223,13 +232,18 @@ def run(job) -> None:
         tol, lr, tied, moved = float("nan"), grid[0], [], False
     out["tuning"] = {"grid": grid, "full_grid": full, "scores": [tuning[g] for g in grid], "ses": [ses[g] for g in grid], "lr": lr,
                      "tolerance": tol, "tied": tied, "moved_by_tie": bool(moved)}
+    train_seeds(arm, split, tok, s, out, lr, {first: runs[lr]})
+    write_torch(job.output.models, out)
+
+
+def train_seeds(arm: str, split, tok, s: dict, out: dict, lr: float, done: dict) -> None:
+    """Every seed's model at ``lr`` into ``out["seeds"]``; ``done``: seeds already trained at that rate."""
     for seed in s["seeds"]:
-        if seed == first:
-            model, losses, seconds = runs[lr]
+        if seed in done:
+            model, losses, seconds = done[seed]
         else:
             t0 = time.perf_counter()
             model, losses = train(arm, split("train", seed), tok, s, seed, lr)
             seconds = time.perf_counter() - t0
         out["seeds"][seed] = {"state": model.state_dict(), "losses": losses, "train_seconds": seconds,
                               "grad_norms": model.grad_norms}
-    write_torch(job.output.models, out)
