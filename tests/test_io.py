@@ -33,7 +33,7 @@ def test_truncated_parquet_names_the_file(tmp_path):
     assert "rerun" in str(exc.value)
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "json", "npz", "torch", "png"])
+@pytest.mark.parametrize("fmt", ["parquet", "json", "npz", "torch", "pickle", "png"])
 def test_truncated_file_of_each_format_names_the_file_and_its_rebuild_command(tmp_path, fmt):
     """One reader per format (issue 43 item 2): a truncated file fails with its name and the command,
     never a bare ``zipfile.BadZipFile`` or pickle error."""
@@ -51,6 +51,7 @@ def test_truncated_file_of_each_format_names_the_file_and_its_rebuild_command(tm
         "json": (lambda p: io.write_json(p, {"a": list(range(200))}), io.read_json),
         "npz": (lambda p: io.write_npz(p, {"x": np.arange(5000.0)}), io.read_npz),
         "torch": (lambda p: io.write_torch(p, {"w": torch.arange(5000.0)}), io.read_torch),
+        "pickle": (lambda p: io.write_pickle(p, {"w": list(range(5000))}), io.read_pickle),
         "png": (lambda p: (plt.plot([0, 1]), plt.savefig(p), plt.close()), io.read_png),
     }[fmt]
     write(path)

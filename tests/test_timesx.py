@@ -3,8 +3,6 @@ leaks, the synthetic benchmark is held out from pretraining, the scores follow t
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +10,7 @@ import torch
 
 from icmlrepro.core import verdicts as V
 from icmlrepro.core.claims import load_claims
+from icmlrepro.core.io import write_pickle
 from icmlrepro.core.metrics import MetricsFile
 from icmlrepro.papers.timesx import benchmark, context, neural, scoring, statistical, synthetic, train
 from icmlrepro.papers.timesx.evaluate import ENSEMBLE, ENSEMBLE_MEMBERS, TEXT_ARMS, with_ensembles
@@ -378,7 +377,7 @@ def test_a_seed_trained_at_the_tuning_seeds_rates_is_that_seeds_own_choice(tmp_p
     other = train.pretrain(s, 1, tuned)
     assert other["lr_index"] == first["lr_index"] and other["lr_tie"] == first["lr_tie"]
     path = tmp_path / "models.pkl"
-    path.write_bytes(pickle.dumps(first))
+    write_pickle(path, first)
     assert train.tuning_of(path) == tuned
     settings = {"scale": "smoke", "seeds": [3, 4, 5], "tune_seeds": 1}
     assert timesx_tuning_input(settings, 3) == {}

@@ -223,6 +223,26 @@ def read_torch(path: str | os.PathLike, weights_only: bool = False) -> Any:
     return _read(path, "a torch checkpoint", lambda p: torch.load(p, weights_only=weights_only))
 
 
+def write_pickle(path: str | os.PathLike, obj: Any) -> None:
+    """Plain Python objects (fitted encoders beside state dicts) with ``pickle``, written atomically."""
+    import pickle
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        pickle.dump(obj, fh)
+
+
+def read_pickle(path: str | os.PathLike) -> Any:
+    """A file written by :func:`write_pickle` (only this pipeline's own files); a corrupt file names its
+    rebuild command."""
+    import pickle
+
+    def load(p: Path) -> Any:
+        with open(p, "rb") as fh:
+            return pickle.load(fh)
+
+    return _read(path, "pickle", load)
+
+
 def read_png(path: str | os.PathLike):
     """A PNG figure as an RGB(A) array, for checks that read figures back."""
     from PIL import Image

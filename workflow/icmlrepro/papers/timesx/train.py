@@ -13,12 +13,10 @@ tunes on its own. Nothing of either benchmark is seen (zero-shot, as in the pape
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import torch
 
-from icmlrepro.core.io import atomic_path
+from icmlrepro.core.io import read_pickle, write_pickle
 from icmlrepro.core.seeding import derive_seed
 from icmlrepro.core.tuning import pick_with_ties
 
@@ -36,13 +34,11 @@ def _loss(model, data) -> tuple[float, float]:
     se = float(np.std(err - loss * steps, ddof=1) / steps.mean() / np.sqrt(err.size)) if err.size > 1 else float("inf")
     return float(loss), se
 
-
 def pick_lr(losses: list[float], grid: list[float], default: float, tolerance: float = 0.0):
     """``core.tuning.pick_with_ties``: the rate with the lowest validation loss, where rates within
     ``tolerance`` (one standard error of the best rate's loss) of it tie and a tie goes to the default
     (else the tied rate nearest it in log scale). Returns the Pick (``index``, ``moved_by_tie``)."""
     return pick_with_ties(grid, losses, default, higher_is_better=False, tolerance=tolerance)
-
 
 def pretrain(settings: dict, seed: int, tuned: dict | None = None) -> dict:
     """Models (state dicts of the chosen rates), the text encoder, the training curves and the
@@ -91,28 +87,22 @@ def pretrain(settings: dict, seed: int, tuned: dict | None = None) -> dict:
     return {"state": state, "vectorizer": enc, "n_text": n_text, "curves": curves, "val_loss": val_loss,
             "lr_grid": grid, "lr_index": lr_index, "lr_tie": lr_tie, "lr_se": lr_se, "val_loss_snaive": snaive}
 
-
 def load_models(path, settings: dict) -> tuple[dict, object, dict]:
     """The trained models, the text encoder, and the rate choice (grid index and validation losses per arm)."""
-    with open(path, "rb") as fh:
-        blob = pickle.load(fh)
+    blob = read_pickle(path)
     models = neural.build_models(settings["history"], blob["n_text"], settings["hidden"])
     for k, m in models.items():
         m.load_state_dict(blob["state"][k])
         m.eval()
     return models, blob["vectorizer"], {k: blob[k] for k in ("lr_index", "lr_tie", "lr_se", "val_loss", "val_loss_snaive")}
 
-
 def tuning_of(path) -> dict:
     """The rate choice stored in a tuning seed's models file (``lr_index``, ``lr_tie`` per arm)."""
-    with open(path, "rb") as fh:
-        blob = pickle.load(fh)
+    blob = read_pickle(path)
     return {k: blob[k] for k in ("lr_index", "lr_tie")}
-
 
 def run(job) -> None:
     s = job.params
     tuned = tuning_of(job.input.tuned) if "tuned" in job.input else None
     blob = pretrain(s, int(job.wildcards.seed), tuned)
-    with atomic_path(job.output.models) as tmp, open(tmp, "wb") as fh:
-        pickle.dump(blob, fh)
+    write_pickle(job.output.models, blob)
