@@ -133,6 +133,27 @@ def test_one_replicate_is_labelled(tmp_path):
     assert out.select(".one-rep") and "(one replicate)" in out.select_one(".claim-badge").get_text()
 
 
+def test_verdicts_cli_leaves_out_a_paper_whose_metrics_lack_a_claimed_metric(tmp_path, capsys):
+    """A paper whose metrics.json lacks a metric its claims read (an older run) is left out with the file's error
+    on stderr and exit status 1; the other papers are still judged (it used to stop on a NameError)."""
+    from icmlrepro.core.cli import main
+    from icmlrepro.core.metrics import MetricsFile
+
+    raw = yaml.safe_load((ROOT / "resources" / "claims" / "lec.yaml").read_text())
+    raw["claims"] = raw["claims"][:1]
+    raw.pop("gates", None)
+    raw["claims"][0].pop("gates", None)
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "lec.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "results" / "lec").mkdir(parents=True)
+    MetricsFile("lec", "smoke", replicates=[0]).write(tmp_path / "results" / "lec" / "metrics.json")
+    assert main(["verdicts", "--scale", "smoke", "--results", str(tmp_path / "results"),
+                 "--claims", str(claims)]) == 1
+    err = capsys.readouterr().err
+    assert "left out" in err and raw["claims"][0]["predicate"]["all_of"][0]["metric"] in err
+
+
 def test_tuning_optima_at_a_grid_edge_are_listed(tmp_path):
     """Both flag polarities are read (``at_grid_edge`` 1 = edge, ``tuned_interior.`` 1 = interior), NaN
     replicates are left out, and only settings that sat at an edge are listed by name."""

@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 from . import verdicts as V
 from .claims import PaperClaims, load_all_claims
 from .io import atomic_path, read_json
-from .metrics import MetricsFile, load_metrics
+from .metrics import MetricsError, MetricsFile, load_metrics
 from .paths import repo_root
 from .power import N_CAP
 from .provenance import collect
