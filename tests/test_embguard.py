@@ -294,14 +294,25 @@ def test_a_planted_control_that_clears_benign_scenes_better_fails_the_claim():
     mf.add("fpr.guard.benign", guard)
     mf.add("fpr.guard_confounded.benign", [g - 0.05 for g in guard])  # the control wins
     mf.add("fpr.salience.benign", [g - 0.03 for g in guard])
+    mf.add("risk_acc.guard.all", [0.85, 0.86, 0.84, 0.87, 0.85])
+    mf.add("risk_acc.salience.all", [0.70, 0.71, 0.69, 0.72, 0.70])
     for cid in ("compositional_variation", "lower_false_positives"):
         assert V.judge_claim(by_id[cid], mf).verdict == V.NOT_REPRODUCED, cid
     mf2 = MetricsFile("embguard", "default", replicates=list(range(5)))
     mf2.add("fpr.guard.benign", guard)
     mf2.add("fpr.guard_confounded.benign", [0.45, 0.5, 0.48, 0.52, 0.47])
     mf2.add("fpr.salience.benign", [0.45, 0.5, 0.48, 0.52, 0.47])
+    mf2.add("risk_acc.guard.all", [0.85, 0.86, 0.84, 0.87, 0.85])
+    mf2.add("risk_acc.salience.all", [0.70, 0.71, 0.69, 0.72, 0.70])
     for cid in ("compositional_variation", "lower_false_positives"):
         assert V.judge_claim(by_id[cid], mf2).verdict == V.REPRODUCED, cid
+    # a guard that buys its low false-positive rate by flagging less: below the stand-in over all four splits
+    mf3 = MetricsFile("embguard", "default", replicates=list(range(5)))
+    mf3.add("fpr.guard.benign", guard)
+    mf3.add("fpr.salience.benign", [0.45, 0.5, 0.48, 0.52, 0.47])
+    mf3.add("risk_acc.guard.all", [0.66, 0.67, 0.65, 0.68, 0.66])
+    mf3.add("risk_acc.salience.all", [0.70, 0.71, 0.69, 0.72, 0.70])
+    assert V.judge_claim(by_id["lower_false_positives"], mf3).verdict == V.NOT_REPRODUCED
 
 
 # --- seeds that cover the data (issue 40): every seed draws its own train and test sets -----------------------

@@ -34,6 +34,7 @@ from .tools import JND, N_ACTIONS, apply_actions, delta_e, delta_e94, features, 
 
 BASELINES = ("identity", "prompt", "aigc")  # untrained; "oracle" is the ceiling, not a baseline
 COMPETITORS = ("dense", "sparse", "prompt", "aigc")  # what B-Spar is compared with ("best baseline")
+STEPWISE = ("dense", "sparse", "prompt")  # competitors that retouch by a sequence of tool calls (AIGC: one global edit)
 
 
 def score(final: torch.Tensor, test: dict, threshold: float) -> dict[str, np.ndarray]:
@@ -259,6 +260,11 @@ def comparison_metrics(mf: MetricsFile, per_image: pd.DataFrame, align: pd.DataF
     mf.add("edits_ratio.bspar_vs_best_baseline", per_seed("bspar", "edits") / np.maximum(best_edits, 1e-9),
            unit="ratio of tool calls", direction="lower",
            description="tool calls per image of bspar / those of the per-seed most successful competitor")
+    for arm in STEPWISE:  # the per-seed most successful competitor is a fixed recipe whose call count it chose
+        if arm in set(per_image["arm"]):
+            mf.add(f"edits_ratio.bspar_vs_{arm}", per_seed("bspar", "edits") / np.maximum(per_seed(arm, "edits"), 1e-9),
+                   unit="ratio of tool calls", direction="lower",
+                   description=f"tool calls per image of bspar / those of {arm}")
     al = align.set_index("seed")
     mf.add("rm_auc.bspar", [float(al.loc[sd, "auc"]) for sd in seeds], unit="ROC AUC", direction="higher",
            description="B-Spar reward model: AUC of P(accept) for the noise-free judge on held-out edits (test photos: "
