@@ -478,3 +478,15 @@ def test_pe_band_fails_when_a_pe_adds_nothing():
         r = next(r for r in judge_paper(pc, m) if r.claim.id == "positional_encoding")
         assert bool(r.blocked_by) == blocked, r
         assert blocked or r.verdict == REPRODUCED
+
+
+def test_smoothing_edge_flags_count_only_ends_a_grid_could_be_widened():
+    """S's smallest Hodge factor and L^mult's largest gamma are grid ends (flagged); L0's r = 0 ends r's domain
+    (no regulariser), so only its top is flagged."""
+    from icmlrepro.papers.collapsed_ops.evaluate import weight_at_grid_edge
+
+    g = [3.0, 1.0, 0.3, 0.1]
+    assert weight_at_grid_edge("collapsed", 0.1, g) and weight_at_grid_edge("mult", 3.0, g)
+    assert not weight_at_grid_edge("collapsed", 0.3, g)
+    r = [0.0, 0.1, 1.0]
+    assert not weight_at_grid_edge("l0", 0.0, r) and weight_at_grid_edge("l0", 1.0, r)

@@ -135,7 +135,7 @@ rule collapsed_ops_eval:
     params:
         stage="collapsed_ops.evaluate",
         spec=paths_spec,
-        settings=settings_of("collapsed_ops", "seeds", "encodings"),  # encodings: the PE stage's own seeds
+        settings=settings_of("collapsed_ops", "seeds", "encodings", "tuning"),  # encodings: the PE stage's own seeds; tuning: edge flags
     log:
         "results/{scale}/collapsed_ops/logs/collapsed_ops_eval.log",
     benchmark:

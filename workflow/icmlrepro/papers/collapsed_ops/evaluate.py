@@ -15,9 +15,10 @@ import pandas as pd
 
 from icmlrepro.core.io import read_parquet
 from icmlrepro.core.metrics import MetricsFile
+from icmlrepro.core.tuning import at_grid_edge
 
 from .encodings import ENCODINGS
-from .operators import OPERATORS
+from .operators import OPERATORS, grid
 from .smoothing import VARIANTS
 
 
@@ -120,9 +121,20 @@ def clustering_metrics(mf: MetricsFile, clus: pd.DataFrame, seeds: list[int]) ->
                    direction="higher", description=f"ARI with S_eps minus with {base} ({tag})")
 
 
-def smoothing_metrics(mf: MetricsFile, sm: pd.DataFrame, seeds: list[int]) -> None:
+def weight_at_grid_edge(op: str, value: float, values: list[float]) -> bool:
+    """Whether a validation-chosen operator weight sits at an end of its tuning grid that could be widened: L0's
+    r = 0 (no regulariser) ends r's domain, so only its top counts there."""
+    return float(value) == max(values) if op == "l0" else at_grid_edge(value, values)
+
+
+def smoothing_metrics(mf: MetricsFile, sm: pd.DataFrame, seeds: list[int], p) -> None:
     for variant in VARIANTS:
         sub = sm[sm.variant == variant]
+        for op in OPERATORS:
+            picks = per_seed(sub[sub.operator == op], seeds, "param", "mean")
+            mf.add(f"smoothing_at_grid_edge.{op}@{variant}",
+                   [float(weight_at_grid_edge(op, v, grid(p, op))) for v in picks], unit="flag", direction="none",
+                   description=f"1 if {op}'s validation-chosen weight ({variant}) is an end of its grid {grid(p, op)}")
         vals = {op: np.array(per_seed(sub[sub.operator == op], seeds, "test_mse", "mean"))
                 for op in (*OPERATORS, "l0_untuned", "noisy_input")}
         for op, v in vals.items():
@@ -165,7 +177,7 @@ def run(job) -> None:
     mf = MetricsFile("collapsed_ops", p["scale"], replicate="seed", replicates=seeds)
     property_metrics(mf, read_parquet(job.input.properties), seeds)
     clustering_metrics(mf, read_parquet(job.input.clustering), seeds)
-    smoothing_metrics(mf, read_parquet(job.input.smoothing), seeds)
+    smoothing_metrics(mf, read_parquet(job.input.smoothing), seeds, p)
     results = pd.concat([read_parquet(job.input[f"results_{e}"]) for e in ENCODINGS], ignore_index=True)
     encoding_metrics(mf, results, [int(s) for s in p["encodings"]["seeds"]])
     mf.write(job.output.metrics)
