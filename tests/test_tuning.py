@@ -51,3 +51,13 @@ def test_accuracy_se_is_the_binomial_standard_error():
 
     assert accuracy_se(0.5, 100) == pytest.approx(0.05)
     assert accuracy_se(0.0, 10) == 0.0
+
+
+def test_rate_source_input_names_the_methods_file_only_when_the_method_runs():
+    from icmlrepro.core.tuning import rate_source_input
+
+    lr_from = {"ablation": "method"}
+    path_of = lambda arm: f"results/x/{arm}/tuning.json"  # noqa: E731
+    assert rate_source_input(lr_from, "ablation", ["method", "ablation"], path_of) == {"tuned": "results/x/method/tuning.json"}
+    assert rate_source_input(lr_from, "ablation", ["ablation"], path_of) == {}  # the method is not run: tune alone
+    assert rate_source_input(lr_from, "method", ["method", "ablation"], path_of) == {}

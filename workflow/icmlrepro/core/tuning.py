@@ -76,3 +76,12 @@ def edge_flag(metric_name: str, value: float) -> float | None:
     if metric_name.startswith("tuned_interior."):
         return 1.0 - value
     return None
+
+
+def rate_source_input(lr_from: dict[str, str], arm: str, arms: Iterable[str], path_of) -> dict[str, str]:
+    """Named rule input ``{"tuned": path}`` of an arm that trains at another arm's tuned rate instead of its own
+    pick (an ablation or control that differs from its method in one component only: ``lr_from[arm]`` names
+    the method), when that method is run; else ``{}`` and the arm tunes itself. ``path_of(method)`` is the file
+    holding the method's tuning record. Use with ``unpack(...)`` in the rule and read ``job.input.get("tuned")``."""
+    source = lr_from.get(arm)
+    return {"tuned": path_of(source)} if source is not None and source in set(arms) else {}
