@@ -40,6 +40,37 @@ def test_contrastive_on_a_hand_case_and_duplicates_are_not_negatives():
     assert float(losses.contrastive(a, b, scale, groups=torch.tensor([5, 5]))) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_region_texts_pair_category_names_and_never_make_a_true_text_a_negative():
+    texts = train.slot_texts()
+    tid = {t: i for i, t in enumerate(texts)}
+    rows = [data.phrase("red", "brick"), data.phrase("blue", "brick"), data.phrase("red", "coin")]
+    ids = torch.tensor([tid[t] for t in rows])
+    assert [texts[i] for i in train.name_of(ids)] == ["a brick", "a brick", "a coin"]
+    # share 0: the phrases themselves, nothing drawn from the stream; only identical phrases are not negatives
+    rng = np.random.default_rng(0)
+    out, true = train.region_texts(ids, 0.0, rng)
+    assert torch.equal(out, ids) and torch.equal(true, torch.eye(3, dtype=torch.bool))
+    assert rng.random() == np.random.default_rng(0).random()
+    # share 1: every region paired with its category name; the two bricks' name is true of both, not the coin's
+    out, true = train.region_texts(ids, 1.0, np.random.default_rng(0))
+    assert [texts[i] for i in out] == ["a brick", "a brick", "a coin"]
+    assert true.tolist() == [[True, True, False], [True, True, False], [False, False, True]]
+
+    class Draw:  # the blue brick named, the other two keep their phrases
+        def random(self, n):
+            return np.array([0.9, 0.0, 0.9])[:n]
+
+    out, true = train.region_texts(ids, 0.5, Draw())
+    assert [texts[i] for i in out] == [rows[0], "a brick", rows[2]]
+    # "a brick" (text 1) is true of the red brick (region 0); "a red brick" (text 0) is false of the blue brick
+    assert true[0, 1] and not true[1, 0] and not true[2, 1] and not true[0, 2]
+    # masked pairs leave the loss: two aligned regions whose texts are both true of both cost nothing
+    emb = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    both = torch.ones(2, 2, dtype=torch.bool)
+    assert float(losses.contrastive(emb, emb, torch.tensor(5.0), same=both)) == pytest.approx(0.0, abs=1e-6)
+    assert float(losses.contrastive(emb, emb, torch.tensor(5.0))) == pytest.approx(math.log(2), rel=1e-6)
+
+
 def test_patch_targets_are_pixel_shares_and_pixel_loss_on_a_hand_case():
     labels = torch.zeros(1, 4, 4, dtype=torch.long)
     labels[0, :2, :2] = 1        # patch 0 fully region 1

@@ -45,7 +45,7 @@ rule pixclip_train:
         spec=paths_spec,
         settings=settings_of("pixclip", "seeds", "image_size", "patch_size", "max_objects", "short_context",
                              "long_context", "width", "vision_layers", "text_layers", "heads", "embed_dim", "steps",
-                             "batch", "lr", "lr_grid", "weight_decay"),
+                             "batch", "lr", "lr_grid", "weight_decay", "region_name_share"),
     log:
         "results/{scale}/pixclip/logs/pixclip_train/{arm}.log",
     benchmark:

@@ -37,8 +37,34 @@ ARMS = {  # arm: (alpha channel, long-text encoder, branches)
 
 
 def slot_texts() -> list[str]:
-    """Every text the region and pixel branches use: the background sentences, then every region phrase."""
-    return [f"a {b} background" for b in BACKGROUNDS] + [phrase(c, t) for c in COLORS for t in TEXTURES]
+    """Every text the region and pixel branches use: the background sentences, every region phrase (colour x
+    texture, colour-major), then every category name ("a brick": a region's second description, region branch
+    only)."""
+    return ([f"a {b} background" for b in BACKGROUNDS] + [phrase(c, t) for c in COLORS for t in TEXTURES]
+            + [category_name(t) for t in TEXTURES])
+
+
+def category_name(texture: str) -> str:
+    return f"a {texture}"
+
+
+def name_of(text: torch.Tensor) -> torch.Tensor:
+    """Index in ``slot_texts()`` of the category name of each region phrase index in ``text``."""
+    nb, n_phrases = len(BACKGROUNDS), len(COLORS) * len(TEXTURES)
+    return nb + n_phrases + (text - nb) % len(TEXTURES)
+
+
+def region_texts(text: torch.Tensor, share: float, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The region branch's texts: each region's phrase (indices in ``slot_texts()``), replaced by its category
+    name with probability ``share`` (Alpha-CLIP's RGBA pairs come from a grounding pipeline, region <-> phrase,
+    and a classification pipeline, object <-> class name); and the (N, N) matrix ``true[i, j]``: text j describes
+    region i (it is region i's phrase or its category name), so it is not one of region i's negatives. ``share`` 0
+    draws nothing from ``rng`` and gives the phrases (then ``true`` = identical phrases)."""
+    cat = name_of(text)
+    out = text
+    if share > 0:
+        out = torch.where(torch.as_tensor(rng.random(len(text)) < share), cat, text)
+    return out, (out[None, :] == text[:, None]) | (out[None, :] == cat[:, None])
 
 
 def load_split(arrays, scenes: pd.DataFrame, regions: pd.DataFrame, split: str, max_objects: int,
@@ -106,10 +132,10 @@ def step_loss(model: DualEncoder, tr: dict, b: np.ndarray, branches, s: dict, ca
         rows = np.arange(len(b))  # one region per scene, drawn at random
         k = np.array([rng.integers(n) for n in tr["n_objects"][b]])
         alpha = (labels[rows] == torch.as_tensor(k + 1)[:, None, None]).float()
-        text = tr["slots"][b][rows, k + 1]
+        text, same = region_texts(tr["slots"][b][rows, k + 1], s.get("region_name_share", 0.0), rng)
         pooled, _ = model.vision(images[rows], alpha)
         uniq, inv = torch.unique(text, return_inverse=True)
-        loss = loss + contrastive(pooled, model.text(trim(slot_ids[uniq]))[inv], scale, groups=text)
+        loss = loss + contrastive(pooled, model.text(trim(slot_ids[uniq]))[inv], scale, same=same)
     return loss
 
 
