@@ -409,3 +409,52 @@ def test_hinted_keep_correct_trains_on_right_answers_only_and_phi_reads_the_trai
     # the realignment claim reads every re-generation, not the rows kept for training
     assert row["phi_generated.hinted"] == pytest.approx(-1.55)
     assert row["abs_phi_original_minus_hinted"] == pytest.approx(0.0)
+
+
+def test_two_stage_preference_arms_start_from_and_refer_to_the_sft_on_chosen_model(monkeypatch):
+    """DPO / SimPO run their papers' recipe: SFT on the chosen completions for ``pref_sft.steps`` of the arm's
+    updates, then the preference loss for the rest from that model, with DPO's frozen reference = the SFT model's
+    log-probs (not the base's); the stage is trained once per seed and shared by both arms and every rate."""
+    import copy
+
+    from icmlrepro.lm.model import build_model
+    from icmlrepro.lm.tokenizer import train_tokenizer
+    from icmlrepro.papers.onpolicy_sft import finetune as F
+
+    pairs = pd.DataFrame({"prompt": ["sort 3 1 2 ?", "sort 2 9 4 ?", "sort 5 7 6 ?"],
+                          "chosen": ["1 2 3 # 1 2 3", "2 4 9 # 2 4 9", "5 6 7 # 5 6 7"],
+                          "rejected": ["1 3 2 # 1 3 2", "9 4 2 # 9 4 2", "7 6 5 # 7 6 5"]})
+    tok = train_tokenizer([f"{p} {c} {r}" for p, c, r in zip(pairs["prompt"], pairs["chosen"], pairs["rejected"])])
+    size = {"hidden": 16, "intermediate": 32, "layers": 1, "heads": 2, "kv_heads": 1, "max_positions": 64}
+    base = build_model(len(tok), size, tok, seed=0)
+    s = {"finetune": {"steps": 6, "batch_size": 3, "pref_sft": {"steps": 4, "lr": 0.05}},
+         "dpo": {"beta": 0.1}, "simpo": {"beta": 2.0, "gamma": 1.0}}
+    seen = []
+    real_dpo = losses.dpo_loss
+    monkeypatch.setattr(losses, "dpo_loss", lambda pw, pl, rw, rl, b: seen.append((rw.clone(), rl.clone()))
+                        or real_dpo(pw, pl, rw, rl, b))
+    trained = []
+    real_loop = F._train_loop
+    monkeypatch.setattr(F, "_train_loop", lambda model, n, steps, *a: trained.append(steps)
+                        or real_loop(model, n, steps, *a))
+    base_before = copy.deepcopy(base.state_dict())
+    cache: dict = {}
+    F.finetune(base, tok, "dpo", None, pairs, 1e-3, 1, s, cache, stage_seed=7)
+    assert trained == [4, 2]  # the SFT stage, then the preference stage: the arm's 6 updates in all
+    (stage, secs), = cache.values()
+    assert secs > 0 and all(torch.equal(v, base_before[k]) for k, v in base.state_dict().items())
+    data = [(F.encode(tok, p, w), F.encode(tok, p, r)) for p, w, r in zip(pairs["prompt"], pairs["chosen"],
+                                                                          pairs["rejected"])]
+    ref_w, ref_l = F.reference_logps(stage, tok, data)
+    base_w, base_l = F.reference_logps(base, tok, data)
+    assert not torch.allclose(ref_w, base_w, atol=1e-3)  # the SFT stage moved the chosen log-probs
+    assert float(ref_w.mean() - base_w.mean()) > 0  # ... up: it learned the chosen completions
+    # every batch holds all 3 pairs (a permutation): DPO's reference log-probs are the SFT model's, not the base's
+    for got_w, got_l in seen:
+        assert torch.allclose(torch.sort(got_w).values, torch.sort(ref_w).values, atol=1e-5)
+        assert torch.allclose(torch.sort(got_l).values, torch.sort(ref_l).values, atol=1e-5)
+        assert not torch.allclose(torch.sort(got_w).values, torch.sort(base_w).values, atol=1e-3)
+    # SimPO (and a second DPO rate) reuse the same SFT stage: no second stage-1 training
+    trained.clear()
+    F.finetune(base, tok, "simpo", None, pairs, 3e-3, 2, s, cache, stage_seed=7)
+    assert trained == [2] and len(cache) == 1

@@ -155,6 +155,10 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
         # to the default rate; grids without the column: an exact tie
         moved = g["moved_by_tie"].dropna() if "moved_by_tie" in g else g.iloc[:0]
         row[f"tuning_tie.{arm}"] = float(bool(moved.iloc[0])) if len(moved) else sel["tie"]
+        if ARMS[arm][0] == "pairs" and "sft_stage_val_acc" in g and chosen is not None \
+                and np.isfinite(chosen.get("sft_stage_val_acc", np.nan)):
+            # two-stage DPO / SimPO: what the preference stage added to the SFT-on-chosen model (validation)
+            row[f"pref_stage_val_gain.{arm}"] = float(chosen["val_acc"] - chosen["sft_stage_val_acc"])
     if OURS in arms:
         for other in ("sft", "dpo", "simpo"):
             if other in arms:
@@ -217,6 +221,9 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
         return "fraction", "none", False, "out-of-domain accuracy of the base model minus the offline-RL arm's"
     if head == "lr_at_grid_edge":
         return "flag", "none", False, "1 if the picked learning rate is the smallest or largest of the arm's grid"
+    if head == "pref_stage_val_gain":
+        return "fraction", "higher", False, ("validation accuracy after the preference stage at the chosen rate minus "
+                                             "the SFT-on-chosen stage's alone (two-stage DPO / SimPO)")
     if head == "tuned_interior":
         return "flag", "none", False, "1 if the picked learning rate is interior to the arm's grid"
     return "", "none", False, ""

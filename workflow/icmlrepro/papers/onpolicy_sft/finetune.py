@@ -1,6 +1,8 @@
 """Fine-tuning loops with equal compute: every arm takes ``steps`` AdamW updates of ``batch_size``
 examples (a preference pair counts as one example) with the substrate's warm-up + cosine schedule and
-gradient clipping; only the loss differs.
+gradient clipping; only the loss differs. DPO and SimPO spend the first ``finetune.pref_sft.steps`` of their
+updates on SFT of the chosen completions (their papers' recipe; the SFT model is DPO's reference), the rest on
+the preference loss.
 """
 
 from __future__ import annotations
@@ -74,16 +76,12 @@ def _pair_logps(model, tokenizer, enc_w, enc_l, average: bool):
 
 
 def pair_finetune(model, tokenizer, pairs, loss: str, steps: int, batch_size: int, lr: float, seed: int,
-                  s: dict) -> list[float]:
-    """DPO (the start model as reference: its log-probs computed once per pair before training) or SimPO on
-    (prompt, chosen, rejected) triples."""
+                  s: dict, reference=None) -> list[float]:
+    """DPO or SimPO on (prompt, chosen, rejected) triples, in place. DPO's frozen reference is ``reference``
+    (default: ``model`` as it starts); its log-probs are computed once per pair before training."""
     data = [(encode(tokenizer, p, w), encode(tokenizer, p, r)) for p, w, r in pairs]
-    if loss == "dpo":  # the frozen start model's log-probs, once per pair (the reference never changes)
-        model.eval()
-        with torch.no_grad():
-            ref = [_pair_logps(model, tokenizer, [d[0] for d in data[i: i + 32]], [d[1] for d in data[i: i + 32]],
-                               average=False) for i in range(0, len(data), 32)]
-        ref_w_all, ref_l_all = torch.cat([r[0] for r in ref]), torch.cat([r[1] for r in ref])
+    if loss == "dpo":
+        ref_w_all, ref_l_all = reference_logps(model if reference is None else reference, tokenizer, data)
 
     def batch_loss(step, pick):
         enc_w, enc_l = [data[j][0] for j in pick], [data[j][1] for j in pick]
@@ -97,23 +95,67 @@ def pair_finetune(model, tokenizer, pairs, loss: str, steps: int, batch_size: in
     return _train_loop(model, len(data), steps, batch_size, lr, seed, batch_loss)
 
 
+def reference_logps(reference, tokenizer, data):
+    """The frozen reference's summed log-probs of every (chosen, rejected) encoded pair: two [n] tensors."""
+    was_training = reference.training
+    reference.eval()
+    with torch.no_grad():
+        ref = [_pair_logps(reference, tokenizer, [d[0] for d in data[i: i + 32]], [d[1] for d in data[i: i + 32]],
+                           average=False) for i in range(0, len(data), 32)]
+    reference.train(was_training)
+    return torch.cat([r[0] for r in ref]), torch.cat([r[1] for r in ref])
+
+
+def pref_sft_stage(base, tokenizer, pairs, ft: dict, seed: int, s: dict):
+    """Stage 1 of the DPO / SimPO recipe (Rafailov et al. 2023, Sec. 4; Meng et al. 2024): a copy of ``base``
+    fine-tuned by SFT on the chosen completions ("SFT on chosen") for ``ft["pref_sft"]["steps"]`` of the arm's
+    updates at rate ``ft["pref_sft"]["lr"]``: (the SFT model, its seconds on ``corpora.cost_clock``)."""
+    model = copy.deepcopy(base)
+    t0 = cost_clock(base.device)
+    token_finetune(model, tokenizer, [(p, w) for p, w, _ in pairs], "sft", int(ft["pref_sft"]["steps"]),
+                   ft["batch_size"], float(ft["pref_sft"]["lr"]), seed, s)
+    return model, cost_clock(base.device) - t0
+
+
 def training_rows(corpus, source: str):
     """The rows of ``source`` an arm fine-tunes on (column ``train``; every row where a corpus lacks it)."""
     sub = corpus[corpus["corpus"] == source]
     return sub[sub["train"].astype(bool)] if "train" in sub else sub
 
 
-def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: dict):
-    """A fresh copy of ``base`` fine-tuned by ``arm``: (model, losses, seconds on ``corpora.cost_clock``)."""
+def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: dict, stage_cache: dict | None = None,
+             stage_seed: int | None = None):
+    """A fresh model fine-tuned by ``arm`` at rate ``lr``: (model, losses, seconds on ``corpora.cost_clock``).
+
+    Preference arms (DPO, SimPO) run two stages inside the arm's ``steps`` updates when ``finetune.pref_sft``
+    gives stage-1 steps: SFT on the chosen completions (``pref_sft_stage``), then the preference loss at ``lr``
+    for the remaining updates, from the SFT model and (DPO) with the SFT model as the frozen reference. Stage 1
+    depends on neither ``lr`` nor the loss, so it is trained once per seed (batch draw ``stage_seed``, default
+    ``seed``; kept in ``stage_cache``) and DPO and SimPO start from the same SFT model, as in both papers; its
+    seconds are added to every rate's of both arms; ``lr`` is the preference stage's rate."""
     source, loss = ARMS[arm]
-    model = copy.deepcopy(base)
     ft = s["finetune"]
-    t0 = cost_clock(base.device)
+    steps = int(ft["steps"])
     if source == "pairs":
         triples = list(zip(pairs["prompt"], pairs["chosen"], pairs["rejected"]))
-        curve = pair_finetune(model, tokenizer, triples, loss, ft["steps"], ft["batch_size"], lr, seed, s)
-    else:
-        sub = training_rows(corpus, source)
-        curve = token_finetune(model, tokenizer, list(zip(sub["prompt"], sub["completion"])), loss, ft["steps"],
-                               ft["batch_size"], lr, seed, s)
+        sft_steps = int((ft.get("pref_sft") or {}).get("steps", 0))
+        if not 0 <= sft_steps < steps:
+            raise ValueError(f"finetune.pref_sft.steps must be in [0, {steps}): {sft_steps}")
+        start, stage_secs = base, 0.0
+        if sft_steps:
+            cache = {} if stage_cache is None else stage_cache
+            key = ("pref_sft", seed if stage_seed is None else stage_seed)
+            if key not in cache:
+                cache[key] = pref_sft_stage(base, tokenizer, triples, ft, key[1], s)
+            start, stage_secs = cache[key]
+        model = copy.deepcopy(start)
+        t0 = cost_clock(base.device)
+        curve = pair_finetune(model, tokenizer, triples, loss, steps - sft_steps, ft["batch_size"], lr, seed, s,
+                              reference=start)
+        return model, curve, stage_secs + cost_clock(base.device) - t0
+    model = copy.deepcopy(base)
+    t0 = cost_clock(base.device)
+    sub = training_rows(corpus, source)
+    curve = token_finetune(model, tokenizer, list(zip(sub["prompt"], sub["completion"])), loss, steps,
+                           ft["batch_size"], lr, seed, s)
     return model, curve, cost_clock(base.device) - t0

@@ -76,6 +76,7 @@ def run(job) -> None:
              len(pairs), {k: round(v, 2) for k, v in gen_seconds.items()})
 
     preds, grid = [], []
+    stage_cache: dict = {}  # preference arms' SFT-on-chosen stage, trained once per seed (shared by DPO and SimPO)
 
     def record(arm, lr, model):
         for split, ts in (("test", test), ("ood", ood)):
@@ -92,7 +93,8 @@ def run(job) -> None:
                 grid.append({"arm": arm, "lr": lr, "val_acc": float("nan"), "seconds": float("nan"), "n": 0,
                              "final_loss": float("nan"), "val_hits": [], "chosen": False})
                 continue
-            model, curve, secs = finetune(base, tok, arm, corpus, pairs, lr, derive_seed(seed, "ft", arm), p)
+            model, curve, secs = finetune(base, tok, arm, corpus, pairs, lr, derive_seed(seed, "ft", arm), p,
+                                          stage_cache, derive_seed(seed, "ft", "pref_sft"))
             hits = score(model, tok, val, p)["correct"].astype(int).tolist()
             acc = float(np.mean(hits))
             grid.append({"arm": arm, "lr": lr, "val_acc": acc, "seconds": secs, "n": n,
@@ -110,6 +112,11 @@ def run(job) -> None:
                     if row["lr"] == best[1]:
                         row["chosen"] = True
             record(arm, best[1], best[2])
+    for (_, _), (stage_model, _) in stage_cache.items():  # the SFT-on-chosen stage alone, for the record
+        stage_acc = float(score(stage_model, tok, val, p)["correct"].mean())
+        for row in grid:
+            if ARMS[row["arm"]][0] == "pairs":
+                row["sft_stage_val_acc"] = stage_acc
     write_parquet(job.output.predictions, pd.concat(preds, ignore_index=True).assign(seed=seed))
     write_parquet(job.output.grid, pd.DataFrame(grid).assign(seed=seed))
     write_parquet(job.output.corpus, corpus.assign(seed=seed))
