@@ -345,7 +345,7 @@ def test_ablations_train_at_pixclips_tuned_rate(monkeypatch, tmp_path):
     monkeypatch.setattr(train, "write_torch", lambda path, obj: saved.update(obj))
     from icmlrepro.core.cli import Job, Named
 
-    job = Job("pixclip_train", input=Named(arrays="a", scenes="s", regions="r", tokenizer="t", extra=[str(src)]),
+    job = Job("pixclip_train", input=Named(arrays="a", scenes="s", regions="r", tokenizer="t", tuned=str(src)),
               output=Named(models="m"), params=Named(seeds=[3, 4], lr=0.002, lr_grid=[0.001, 0.002, 0.004],
                                                      max_objects=4),
               wildcards=Named(arm="pixclip_no_region"))

@@ -32,12 +32,12 @@ rule pixclip_data:
 
 rule pixclip_train:
     input:
+        # an ablation trains at PixCLIP's tuned rate (workflow_inputs.LR_FROM): named input "tuned"
+        unpack(lambda wildcards: pixclip_lr_source(paper_settings(config, "pixclip", wildcards.scale), wildcards.arm)),
         arrays=rules.pixclip_data.output.arrays,
         scenes=rules.pixclip_data.output.scenes,
         regions=rules.pixclip_data.output.regions,
         tokenizer=rules.pixclip_data.output.tokenizer,
-        # an ablation trains at PixCLIP's tuned rate (workflow_inputs.LR_FROM)
-        extra=lambda wildcards: list(pixclip_lr_source(paper_settings(config, "pixclip", wildcards.scale), wildcards.arm).values()),
     output:
         models="results/{scale}/pixclip/train/{arm}/models.pt",
     params:

@@ -228,9 +228,8 @@ def run(job) -> None:
     first, full = s["seeds"][0], sorted(s.get("lr_grid", [s["lr"]]))
     tr, val = split("train", first), split("val", first)
     runs = {}
-    extra = job.input.get("extra") or []
-    if extra:  # an ablation: its method's tuned rate, nothing else changed (workflow_inputs.LR_FROM)
-        src = read_torch(extra[0] if isinstance(extra, list) else extra)["tuning"]
+    if "tuned" in job.input:  # an ablation: its method's tuned rate, nothing else changed (LR_FROM)
+        src = read_torch(job.input.tuned)["tuning"]
         out["tuning"] = {"grid": list(src["grid"]), "full_grid": full, "scores": [], "ses": [], "lr": src["lr"],
                          "tolerance": float("nan"), "tied": [], "moved_by_tie": False, "lr_from": LR_FROM[arm]}
         train_seeds(arm, split, tok, s, out, src["lr"], {})

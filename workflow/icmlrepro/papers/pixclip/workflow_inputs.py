@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from icmlrepro.core.tuning import rate_source_input
+
 #: Ablations train at their method's tuned rate: each is PixCLIP with one branch removed and nothing else changed
 #: (the controls of three_branch_alignment). Tuned on their own they cost 3-4 trainings each on the first seed and
 #: picked 0.002 / 0.001 / 0.002 against PixCLIP's 0.002 (5-seed default run of 9047d5c).
@@ -15,7 +17,7 @@ def pixclip_model_files(settings: dict) -> dict[str, str]:
 
 
 def pixclip_lr_source(settings: dict, arm: str) -> dict[str, str]:
-    """``pixclip_train``'s extra input: the models file (with its tuning record) of the arm whose rate ``arm``
+    """``pixclip_train``'s input ``tuned``: the models file (with its tuning record) of the arm whose rate ``arm``
     trains at (LR_FROM), when that arm is run; else nothing (the arm tunes itself)."""
-    src = LR_FROM.get(arm)
-    return {"tuned": f"results/{settings['scale']}/pixclip/train/{src}/models.pt"} if src in settings["arms"] else {}
+    return rate_source_input(LR_FROM, arm, settings["arms"],
+                             lambda src: f"results/{settings['scale']}/pixclip/train/{src}/models.pt")
