@@ -282,9 +282,8 @@ def test_expanding_grid_search_trains_only_what_the_scores_reach():
     # smaller): the search goes on below it, so a pick is never at a searched edge that is not the grid's edge
     table = {0.0005: (0.30, 0.02), 0.001: (0.389, 0.02), 0.002: (0.377, 0.02), 0.004: (0.398, 0.01), 0.008: (0.01, 0.01)}
 
-    def choose(done):
-        best = max(done, key=lambda g: done[g][0])
-        return train.pick_lr({g: v[0] for g, v in done.items()}, 0.002, done[best][1]).value
+    def choose(done):  # the rule run() passes
+        return train.pick_searched(done, 0.002)[0].value
     done = train.search_grid(grid, 0.002, table.__getitem__, choose)
     assert list(done) == grid[:4] and choose(done) == 0.001 and not at_grid_edge(0.001, list(done))
 

@@ -189,6 +189,13 @@ def pick_lr(scores: dict[float, float], default: float, tolerance: float = 0.0):
     return pick_with_ties(list(scores), list(scores.values()), default, tolerance=tolerance)
 
 
+def pick_searched(done: dict[float, tuple[float, float]], default: float):
+    """The pick over searched points ``{lr: (score, se)}`` (the search's steps and the final choice alike): ties
+    within the SE of the best score (the selection's noise) go to ``default``. Returns (``Pick``, that SE)."""
+    tolerance = done[max(done, key=lambda g: done[g][0])][1]
+    return pick_lr({g: v[0] for g, v in done.items()}, default, tolerance), tolerance
+
+
 def search_grid(grid, default: float, evaluate, choose=None) -> dict[float, tuple[float, float]]:
     """Expanding search on the sorted ``grid``: the default and its two neighbours first, then one more point beyond
     whichever evaluated edge holds the pick, until the pick is interior to the evaluated points or at the grid's own
@@ -242,16 +249,11 @@ def run(job) -> None:
         runs[lr] = (model, losses, time.perf_counter() - t0)
         return validation_score(arm, model, val, tok, s) if len(full) > 1 else (float("nan"),) * 2
 
-    def choose(done):  # the pick as made below: ties within the best score's SE go to the default
-        best = max(done, key=lambda g: done[g][0])
-        return pick_lr({g: v[0] for g, v in done.items()}, s["lr"], done[best][1]).value
-
-    done = search_grid(full, s["lr"], fit, choose)
+    done = search_grid(full, s["lr"], fit, lambda pts: pick_searched(pts, s["lr"])[0].value)
     grid = list(done)
     tuning, ses = {g: v[0] for g, v in done.items()}, {g: v[1] for g, v in done.items()}
     if len(grid) > 1:
-        tol = ses[max(grid, key=lambda g: tuning[g])]  # the SE of the best score: the selection's noise
-        pick = pick_lr(tuning, s["lr"], tol)
+        pick, tol = pick_searched(done, s["lr"])
         lr, tied, moved = pick.value, pick.tied, pick.moved_by_tie
     else:
         tol, lr, tied, moved = float("nan"), grid[0], [], False
