@@ -71,6 +71,59 @@ def test_training_chunks_leave_out_the_idle_tail(tmp_path):
     assert np.allclose(c[0], first)
 
 
+def _data_job(tmp_path, seed: int, n_seeds: int):
+    """A ``rtr_data`` job of one seed, with the settings a run of ``n_seeds`` seeds gives it."""
+    from icmlrepro.core.cli import Job, Named
+
+    s = {"n_train_demos": 2, "n_test_demos": 1, "demo_ticks": 40, "seeds": list(range(n_seeds)), "scale": "smoke"}
+    out = tmp_path / f"n{n_seeds}" / f"seed{seed}"
+    return Job("rtr_data", output=Named(steps=str(out / "steps.parquet"), episodes=str(out / "episodes.parquet"),
+                                        summary=str(out / "summary.json")),
+               params=Named(s), wildcards=Named(seed=str(seed)))
+
+
+def test_every_seed_draws_its_own_demonstrations_whatever_the_number_of_seeds(tmp_path):
+    """Checklist 18: seed k's demonstrations differ from seed j's, and are the same in a run of 5 or 7 seeds;
+    train and test tasks of one seed come from different streams."""
+    from icmlrepro.papers.rtr import data
+
+    eps = {}
+    for n_seeds, seed in ((5, 0), (5, 3), (7, 3), (7, 6)):
+        job = _data_job(tmp_path, seed, n_seeds)
+        data.run(job)
+        eps[n_seeds, seed] = (pd.read_parquet(job.output.episodes), pd.read_parquet(job.output.steps))
+    tasks = ["puck_x", "puck_y", "goal_x", "goal_y"]
+    for a, b in (((5, 0), (5, 3)), ((5, 3), (7, 6)), ((5, 0), (7, 6))):
+        assert not np.allclose(eps[a][0][tasks].to_numpy(), eps[b][0][tasks].to_numpy()), (a, b)
+    pd.testing.assert_frame_equal(eps[5, 3][0], eps[7, 3][0])
+    pd.testing.assert_frame_equal(eps[5, 3][1], eps[7, 3][1])
+    ep = eps[5, 3][0]
+    train, test = (ep.loc[ep["split"] == k, tasks].to_numpy() for k in ("train", "test"))
+    assert not any(np.allclose(test[0], row) for row in train)
+
+
+def test_each_seed_is_trained_and_evaluated_on_its_own_files():
+    """The rules hand seed k's data and VAE to seed k's evaluation (named ``<file>_seed<k>``)."""
+    from icmlrepro.papers.rtr.workflow_inputs import rtr_policy_files
+
+    files = rtr_policy_files({"scale": "default", "policies": ["action60", "latent"], "seeds": [0, 3]})
+    assert files["steps_seed3"] == "results/default/rtr/data/seed3/steps.parquet"
+    assert files["episodes_seed0"] == "results/default/rtr/data/seed0/episodes.parquet"
+    assert files["vae_seed3"] == "results/default/rtr/vae/seed3/vae.pt"
+    assert files["latent_seed3"] == "results/default/rtr/train/latent/seed3/policy.pt"
+    assert len(files) == 2 * 2 + 3 * 2
+
+
+def test_a_vae_file_of_another_seed_is_refused_with_its_path(tmp_path):
+    from icmlrepro.core.io import write_torch
+    from icmlrepro.papers.rtr.train import load_vae
+
+    path = tmp_path / "vae.pt"
+    write_torch(path, {"seed": 1, "act_norm": None, "obs_norm": None, "factors": {4: {}}})
+    with pytest.raises(ValueError, match=str(path)):
+        load_vae(path, {"downsample": 4}, 2)
+
+
 def test_pause_mask_counts_still_ticks_only_while_unfinished():
     tip = np.array([[0, 0], [0.001, 0], [0.001, 0], [0.002, 0], [0.002, 0]], float)  # speeds 0.06, 0, 0.06, 0
     assert C.pause_mask(tip, -1, FPS, 0.01).tolist() == [False, True, False, True]
@@ -199,6 +252,46 @@ def test_baseline_band_holds_for_a_working_baseline_and_fails_for_a_planted_brok
     assert broken["baseline_band"] == "fails" and broken["policies_learned"] == "holds"
     assert _planted_gate_states([0.97, 0.98, 0.99])["baseline_band"] == "fails"  # saturated: too easy to compare
     assert _planted_gate_states([0.0, 0.0, 0.0])["policies_learned"] == "fails"  # never moves: learned nothing
+
+
+def _high_freq_verdict(a15_jerk, a15_dev):
+    """high_freq_action_space_fails on planted offline chunks: the 60 Hz policy (jerk 1000, deviation 7 mm), its own
+    chunks subsampled to 15 Hz and interpolated (jerk 80, deviation 7 mm: the post-filter alone), and a 15 Hz
+    policy interpolated with the given jerk and deviation per seed; the gates hold."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.papers.rtr.evaluate import ARMS, OFFLINE, build_metrics
+
+    seeds = [0, 1, 2]
+    cols = ["pause_share", "pause_share_unscheduled", "inferences", "d0", "boundary_jerk", "jerk_mean", "jerk_p95",
+            "jerk_max", "completion_s", "switches"]
+    closed = [dict.fromkeys(cols, 1.0) | {"seed": sd, "arm": arm,
+                                          "success": {"expert": 1.0, "hold": 0.0}.get(arm, 0.55 + 0.05 * sd)}
+              for sd in seeds for arm in [*ARMS, "expert", "hold"]]
+    planted = {"action60": (1000.0, 0.007), "action60_sub15_interp": (80.0, 0.007)}
+    offline = []
+    for sd in seeds:
+        for arm in OFFLINE:
+            jerk, dev = planted.get(arm, (50.0, 0.001 if arm == "vae_recon" else 0.006))
+            if arm == "action15_interp":
+                jerk, dev = a15_jerk[sd], a15_dev[sd]
+            offline.append({"seed": sd, "arm": arm, "deviation": dev, "acc_mean": 1.0, "acc_p95": 1.0,
+                            "acc_max": 1.0, "jerk_mean": jerk, "jerk_p95": jerk, "jerk_max": jerk})
+    mf = build_metrics(pd.DataFrame(offline), pd.DataFrame(closed), {"seeds": seeds, "scale": "default", "delay": 24})
+    res = {r.claim.id: r.verdict for r in V.judge_paper(load_claims("rtr"), mf)}
+    return res["high_freq_action_space_fails"]
+
+
+def test_the_15hz_claim_must_beat_interpolating_the_60hz_policy_itself():
+    """Checklist 17: a 15 Hz policy exactly as smooth and accurate as the 60 Hz policy's own chunks subsampled and
+    interpolated (the post-filter alone) does not reproduce the claim, though it is far smoother than the 60 Hz
+    policy; one smoother and closer to the expert than that control does."""
+    from icmlrepro.core import verdicts as V
+
+    assert _high_freq_verdict([80.0, 80.0, 80.0], [0.007] * 3) == V.NOT_REPRODUCED
+    assert _high_freq_verdict([60.0, 62.0, 61.0], [0.0055, 0.0056, 0.0054]) == V.REPRODUCED
+    # smoother, but no closer to the expert than the interpolated 60 Hz policy: not both
+    assert _high_freq_verdict([60.0, 62.0, 61.0], [0.007] * 3) != V.REPRODUCED
 
 
 def test_rtr_gets_the_committed_actions_and_is_a_no_op_at_zero_delay_with_identity_refine():

@@ -1,21 +1,24 @@
 # RTR: 60 Hz action chunking in a VAE latent space, Reuse-then-Refine (resources/claims/rtr.yaml).
-# rtr_data -> rtr_vae -> rtr_train (policy x seed) -> rtr_eval (closed-loop MuJoCo rollouts) -> rtr_figures
+# rtr_data (per seed) -> rtr_vae (per seed) -> rtr_train (policy x seed) -> rtr_eval (closed-loop MuJoCo rollouts)
+# -> rtr_figures. Every seed draws its own demonstrations; seed k's VAE, policies and evaluation read seed k's data.
 from icmlrepro.papers.rtr.workflow_inputs import rtr_policy_files
 
 
 rule rtr_data:
     output:
-        steps="results/{scale}/rtr/data/steps.parquet",
-        episodes="results/{scale}/rtr/data/episodes.parquet",
-        summary="results/{scale}/rtr/data/summary.json",
+        steps="results/{scale}/rtr/data/seed{seed}/steps.parquet",
+        episodes="results/{scale}/rtr/data/seed{seed}/episodes.parquet",
+        summary="results/{scale}/rtr/data/seed{seed}/summary.json",
     params:
         stage="rtr.data",
         spec=paths_spec,
-        settings=settings_of("rtr", "seeds", "n_train_demos", "n_test_demos", "demo_ticks"),
+        settings=settings_of("rtr", "n_train_demos", "n_test_demos", "demo_ticks"),
     log:
-        "results/{scale}/rtr/logs/rtr_data.log",
+        "results/{scale}/rtr/logs/rtr_data/seed{seed}.log",
     benchmark:
-        "results/{scale}/rtr/benchmarks/rtr_data.tsv"
+        "results/{scale}/rtr/benchmarks/rtr_data/seed{seed}.tsv"
+    wildcard_constraints:
+        seed=r"\d+",
     threads: 1
     resources:
         mem_mb=1000,
@@ -31,16 +34,18 @@ rule rtr_vae:
         steps=rules.rtr_data.output.steps,
         episodes=rules.rtr_data.output.episodes,
     output:
-        vae="results/{scale}/rtr/vae/vae.pt",
+        vae="results/{scale}/rtr/vae/seed{seed}/vae.pt",
     params:
         stage="rtr.vae",
         spec=paths_spec,
-        settings=settings_of("rtr", "seeds", "idle_margin", "horizon", "block", "downsample", "ablation_downsample", "latent_channels",
+        settings=settings_of("rtr", "idle_margin", "horizon", "block", "downsample", "ablation_downsample", "latent_channels",
                              "vae_hidden", "vae_steps", "vae_batch", "vae_lr", "beta"),
     log:
-        "results/{scale}/rtr/logs/rtr_vae.log",
+        "results/{scale}/rtr/logs/rtr_vae/seed{seed}.log",
     benchmark:
-        "results/{scale}/rtr/benchmarks/rtr_vae.tsv"
+        "results/{scale}/rtr/benchmarks/rtr_vae/seed{seed}.tsv"
+    wildcard_constraints:
+        seed=r"\d+",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (2000 if wildcards.scale != "paper" else 16000) * attempt,
@@ -69,6 +74,7 @@ rule rtr_train:
         "results/{scale}/rtr/benchmarks/rtr_train/{policy}-seed{seed}.tsv"
     wildcard_constraints:
         policy="action60|action15|latent",
+        seed=r"\d+",
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: (2000 if wildcards.scale != "paper" else 16000) * attempt,
@@ -82,9 +88,6 @@ rule rtr_train:
 rule rtr_eval:
     input:
         unpack(lambda wildcards: rtr_policy_files(paper_settings(config, "rtr", wildcards.scale))),
-        steps=rules.rtr_data.output.steps,
-        episodes=rules.rtr_data.output.episodes,
-        vae=rules.rtr_vae.output.vae,
     output:
         metrics="results/{scale}/rtr/metrics.json",
         offline="results/{scale}/rtr/eval/offline.parquet",

@@ -1,9 +1,11 @@
 """Demonstrations: the scripted expert pushing the puck in MuJoCo, recorded at 60 Hz.
 
-Training and test demonstrations come from disjoint task streams (different derived seeds); the
-closed-loop evaluation draws its own tasks from a third stream per seed (evaluate.py), so no evaluated
-episode was demonstrated. Failed demonstrations would be dropped from training (the usual filter for
-scripted data); their count is recorded in the summary (the expert succeeds on all tasks tested so far).
+One job per seed (``data/seed<k>/``): every seed draws its own training and test demonstrations, from task
+streams derived from that seed alone (so seed k's data do not depend on how many seeds are run), and the
+VAE, the policies and the evaluation of seed k use seed k's data. Training and test demonstrations come
+from disjoint task streams (different derived seeds); the closed-loop evaluation draws its own tasks from a
+third stream per seed (evaluate.py), so no evaluated episode was demonstrated. Failed demonstrations
+would be dropped from training (the usual filter for scripted data); their count is recorded in the summary (the expert succeeds on all tasks tested so far).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from .chunks import chunks
 ACT_COLS = ["act_x", "act_y"]
 
 
-def demo_table(split: str, n: int, ticks: int, base_seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(steps, episodes) of ``n`` expert episodes of ``ticks`` ticks on tasks from the split's own stream."""
-    tasks = sim.sample_tasks(np.random.default_rng(derive_seed(base_seed, "rtr", "demos", split)), n)
+def demo_table(split: str, n: int, ticks: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(steps, episodes) of ``n`` expert episodes of ``ticks`` ticks on tasks from the seed's stream of the split."""
+    tasks = sim.sample_tasks(np.random.default_rng(derive_seed(seed, "rtr", "demos", split)), n)
     r = sim.run_expert(tasks, ticks)
     e, t = np.meshgrid(np.arange(n), np.arange(ticks), indexing="ij")
     steps = pd.DataFrame({"split": split, "episode": e.ravel(), "t": t.ravel()})
@@ -59,15 +61,15 @@ def task_chunks(path_steps, path_episodes, split: str, horizon: int, stride: int
 
 
 def run(job) -> None:
-    s = job.params
-    base = s["seeds"][0]
-    parts = [demo_table(split, s[f"n_{split}_demos"], s["demo_ticks"], base) for split in ("train", "test")]
+    s, seed = job.params, int(job.wildcards.seed)
+    parts = [demo_table(split, s[f"n_{split}_demos"], s["demo_ticks"], seed) for split in ("train", "test")]
     steps = pd.concat([p[0] for p in parts], ignore_index=True)
     episodes = pd.concat([p[1] for p in parts], ignore_index=True)
     write_parquet(job.output.steps, steps)
     write_parquet(job.output.episodes, episodes)
     done = episodes.loc[episodes["success"], "done_tick"]
     write_json(job.output.summary, {
+        "seed": seed,
         "episodes": episodes.groupby("split").size().to_dict(),
         "expert_success": episodes.groupby("split")["success"].mean().to_dict(),
         "expert_done_tick": {"median": float(done.median()), "max": float(done.max())},

@@ -1,11 +1,13 @@
 """Offline chunk quality and closed-loop MuJoCo rollouts of every arm, per seed; metrics.json.
 
-Offline (held-out demonstrations): for each test (observation, expert chunk) pair one chunk is sampled per
-policy; deviation = MAE to the expert chunk (m); within-chunk acceleration and jerk magnitudes (mean,
+Offline (the seed's held-out demonstrations): for each test (observation, expert chunk) pair one chunk is
+sampled per policy; deviation = MAE to the expert chunk (m); within-chunk acceleration and jerk magnitudes (mean,
 p95, max). Reference rows: the expert chunk itself, the expert at 15 Hz interpolated back to 60 Hz
 (what the representation alone does), the expert autoencoded by the VAE (what reconstruction alone does,
-for every downsampling factor of the ablation), and the 60 Hz action policy's chunk passed through the
-VAE (the control of the latent claim: the VAE as a post-filter instead of a space to learn in).
+for every downsampling factor of the ablation), the 60 Hz action policy's chunk passed through the
+VAE (the control of the latent claim: the VAE as a post-filter instead of a space to learn in), and the
+60 Hz action policy's chunk subsampled to 15 Hz and interpolated back (the control of the 15 Hz claim: the
+interpolation as a post-filter on the same policy, instead of a policy that learned 15 Hz actions).
 
 Closed loop (fresh tasks per seed, never demonstrated): success rate, pause share, boundary gap D0 and
 jerk at chunk switches, jerk of the executed action stream (mean / p95 / max), completion time; the
@@ -51,8 +53,8 @@ ARMS = {
     "latent.delay0_rtr": ("latent", "60", "rtr", 0),
 }
 REFERENCES = ("expert", "hold")
-OFFLINE = ("expert", "expert15_interp", "vae_recon", "action60", "action60_vaefilter", "action15_hold",
-           "action15_interp", "latent")
+OFFLINE = ("expert", "expert15_interp", "vae_recon", "action60", "action60_vaefilter", "action60_sub15_interp",
+           "action15_hold", "action15_interp", "latent")
 
 
 class Loaded:
@@ -60,7 +62,8 @@ class Loaded:
 
     def __init__(self, job, s: dict, seed: int):
         self.s, self.seed = s, seed
-        self.vae, self.act_norm, self.obs_norm = load_vae(job.input.vae, s, seed)
+        self.vae_path = job.input[f"vae_seed{seed}"]
+        self.vae, self.act_norm, self.obs_norm = load_vae(self.vae_path, s, seed)
         self.models, self.codecs = {}, {}
         for kind in s["policies"]:
             ck = read_torch(job.input[f"{kind}_seed{seed}"])
@@ -105,9 +108,11 @@ class Loaded:
         return self.act_norm.inverse(x) + ref[:, None]
 
 
-def heldout_chunks(job, s: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Held-out (observation, expert chunk) pairs, every ``offline_stride`` ticks while the task is unfinished."""
-    return rtr_data.task_chunks(job.input.steps, job.input.episodes, "test", s["horizon"], s["offline_stride"])
+def heldout_chunks(job, s: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seed's held-out (observation, expert chunk) pairs, every ``offline_stride`` ticks while the task is
+    unfinished."""
+    return rtr_data.task_chunks(job.input[f"steps_seed{seed}"], job.input[f"episodes_seed{seed}"], "test",
+                                s["horizon"], s["offline_stride"])
 
 
 def smooth_row(pred: np.ndarray, ref: np.ndarray, fps: int) -> dict:
@@ -123,12 +128,13 @@ def offline_rows(L: Loaded, obs: np.ndarray, expert: np.ndarray, job, s: dict) -
              "vae_recon": L.vae_pass(expert, ref)}
     preds["action60"] = L.chunk("action60", "60", obs)
     preds["action60_vaefilter"] = L.vae_pass(preds["action60"], ref)
+    preds["action60_sub15_interp"] = interp_60(to_low_rate(preds["action60"], RATIO), RATIO)
     preds["latent"] = L.chunk("latent", "60", obs)
     knots = L.codecs["action15"].decode(sample(L.models["action15"][0], L.cond(obs), L.models["action15"][1], s,
                                                L.gen), ref)
     preds["action15_hold"], preds["action15_interp"] = hold_60(knots, RATIO), interp_60(knots, RATIO)
     for f in s["ablation_downsample"]:
-        vae_f = load_vae(job.input.vae, s, L.seed, f)[0]
+        vae_f = load_vae(L.vae_path, s, L.seed, f)[0]
         preds[f"vae_recon.x{f}"] = L.vae_pass(expert, ref, vae_f)
     return [{"seed": L.seed, "arm": k} | smooth_row(v, expert, sim.FPS) for k, v in preds.items()]
 
@@ -228,7 +234,13 @@ def build_metrics(off: pd.DataFrame, closed: pd.DataFrame, s: dict) -> MetricsFi
     add("jerk_action60_minus_action15_interp", off, "action60", "action15_interp", "jerk_mean", "m/s^3",
         "mean within-chunk jerk: 60 Hz action policy minus 15 Hz policy interpolated to 60 Hz")
     add("jerk_expert60_minus_expert15_interp", off, "expert", "expert15_interp", "jerk_mean", "m/s^3",
-        "control: the same difference on the expert's chunks (what the 15 Hz representation alone changes)")
+        "the same difference on the expert's chunks (what the 15 Hz representation alone changes on smooth chunks)")
+    add("jerk_action60_minus_action60_sub15_interp", off, "action60", "action60_sub15_interp", "jerk_mean", "m/s^3",
+        "control: 60 Hz action policy minus its own chunks subsampled to 15 Hz and interpolated (post-filter)")
+    for a, b, what in (("action60", "action15_interp", "60 Hz action policy minus 15 Hz policy interpolated"),
+                       ("action60", "action60_sub15_interp", "control: 60 Hz action policy minus its own chunks "
+                                                             "subsampled to 15 Hz and interpolated")):
+        add(f"deviation_{a}_minus_{b}", off, a, b, "deviation", "m", f"held-out chunks, deviation: {what}")
     for col, unit in (("jerk_mean", "m/s^3"), ("deviation", "m")):
         key = col.split("_")[0]
         add(f"{key}_action60_minus_latent", off, "action60", "latent", col, unit,
@@ -264,10 +276,10 @@ def build_metrics(off: pd.DataFrame, closed: pd.DataFrame, s: dict) -> MetricsFi
 
 def run(job) -> None:
     s = job.params
-    obs, expert = heldout_chunks(job, s)
     off, closed, traces = [], [], []
     timing = []
     for seed in s["seeds"]:
+        obs, expert = heldout_chunks(job, s, seed)
         seed_everything(derive_seed(seed, "rtr", "eval"))
         L = Loaded(job, s, seed)
         t0 = time.perf_counter()

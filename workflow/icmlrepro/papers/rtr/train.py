@@ -1,7 +1,7 @@
 """Train one diffusion policy (``action60``, ``action15`` or ``latent``) for one seed.
 
-All three get the same training chunks (every tick of every successful training demonstration until
-``idle_margin`` ticks after the puck reached the goal), the same
+All three get the same training chunks (every tick of every successful training demonstration of the
+seed, until ``idle_margin`` ticks after the puck reached the goal), the same
 denoiser size, schedule, optimiser, batch and number of updates; no arm is tuned. The latent policy
 diffuses in the seed's own block VAE latent space (main downsampling factor), standardised per dimension.
 """
@@ -21,11 +21,14 @@ from .vae import new_vae
 
 
 def load_vae(path, s: dict, seed: int, downsample: int | None = None):
-    """(vae, act_norm, obs_norm) of a seed from vae.pt."""
+    """(vae, act_norm, obs_norm) of a seed from its vae.pt (vae/seed<k>/vae.pt)."""
     ck = read_torch(path)
     f = downsample or s["downsample"]
+    if ck.get("seed") != seed or f not in ck.get("factors", {}):
+        raise ValueError(f"{path}: holds seed {ck.get('seed')} with factors {sorted(ck.get('factors', {}))}, "
+                         f"not seed {seed} at factor {f}; rebuild it (snakemake --forcerun rtr_vae)")
     vae = new_vae(s, f)
-    vae.load_state_dict(ck["seeds"][seed][f]["state"])
+    vae.load_state_dict(ck["factors"][f]["state"])
     return vae.eval(), Normalizer.from_state(ck["act_norm"]), Normalizer.from_state(ck["obs_norm"])
 
 

@@ -1,9 +1,10 @@
-"""Train the block VAE per seed, at the main downsampling factor and at each factor of the ablation.
+"""Train the block VAE of one seed, at the main downsampling factor and at each factor of the ablation.
 
-One job for all seeds and factors (each training is seconds). The main factor's VAE is the one the
-latent policy and Reuse-then-Refine use; the others only enter the ablation (reconstruction error and
-smoothness of the autoencoded expert chunks per factor). The normalisers of policy features and relative
-chunks (fitted on the training demonstrations) are stored here, so every policy shares them.
+One job per seed (each training is seconds), on that seed's own training demonstrations. The main
+factor's VAE is the one the seed's latent policy and Reuse-then-Refine use; the others only enter the
+ablation (reconstruction error and smoothness of the autoencoded expert chunks per factor). The
+normalisers of policy features and relative chunks (fitted on the seed's training demonstrations) are
+stored here, so every policy of the seed shares them.
 """
 
 from __future__ import annotations
@@ -45,17 +46,14 @@ def train_vae(x: np.ndarray, s: dict, downsample: int, seed: int) -> tuple[Block
 
 
 def run(job) -> None:
-    s = job.params
+    s, seed = job.params, int(job.wildcards.seed)
     o, c = rtr_data.task_chunks(job.input.steps, job.input.episodes, "train", s["horizon"], margin=s["idle_margin"])
     rel = c - reference(o)[:, None]
     act_norm, obs_norm = Normalizer.fit(rel), Normalizer.fit(features(o))
     x = act_norm(rel).astype(np.float32)
-    out = {"act_norm": act_norm.state(), "obs_norm": obs_norm.state(), "seeds": {}}
-    for seed in s["seeds"]:
-        per = {}
-        for f in sorted(set(s["ablation_downsample"]) | {s["downsample"]}):
-            t0 = time.perf_counter()
-            vae, losses = train_vae(x, s, f, seed)
-            per[f] = {"state": vae.state_dict(), "losses": losses, "train_seconds": time.perf_counter() - t0}
-        out["seeds"][seed] = per
+    out = {"seed": seed, "act_norm": act_norm.state(), "obs_norm": obs_norm.state(), "factors": {}}
+    for f in sorted(set(s["ablation_downsample"]) | {s["downsample"]}):
+        t0 = time.perf_counter()
+        vae, losses = train_vae(x, s, f, seed)
+        out["factors"][f] = {"state": vae.state_dict(), "losses": losses, "train_seconds": time.perf_counter() - t0}
     write_torch(job.output.vae, out)
