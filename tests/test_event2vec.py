@@ -91,6 +91,20 @@ def test_reduce_resolution_maps_events_to_coarse_cell_centres():
     assert R.reduce_resolution(ev, 1, 32) is ev
 
 
+def test_reduce_resolution_matches_tonic_downsample():
+    import tonic.transforms as T
+
+    rng = np.random.default_rng(0)
+    ev = _events(rng.integers(0, 32, 500), rng.integers(0, 32, 500), np.sort(rng.integers(0, 10**6, 500)),
+                 rng.integers(0, 2, 500))
+    for factor in (2, 3, 4, 5, 7, 8):
+        coarse = T.Downsample(spatial_factor=1.0 / factor)(ev.copy())
+        out = R.reduce_resolution(ev, factor, 32)
+        np.testing.assert_array_equal(out["x"], np.minimum(coarse["x"] * factor + factor // 2, 31))
+        np.testing.assert_array_equal(out["y"], np.minimum(coarse["y"] * factor + factor // 2, 31))
+        np.testing.assert_array_equal(out[["t", "p"]], ev[["t", "p"]])
+
+
 def test_event_tokens_on_a_hand_computed_stream():
     ev = _events([0, 31, 5], [0, 0, 31], [100, 200, 400], [0, 1, 1])
     x = R.event_tokens([ev, ev[:1]], 32)

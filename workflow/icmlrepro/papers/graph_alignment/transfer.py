@@ -154,9 +154,9 @@ def reconstruction(sets: dict, encoder, seed: int, p) -> dict[str, float]:
     probe = nn.Sequential(nn.Linear(x.shape[1], 2 * p["hidden"]), nn.ReLU(), nn.Linear(2 * p["hidden"], 1))
     opt = torch.optim.Adam(probe.parameters(), lr=t["probe_lr"])
     pos_weight = (y.numel() - y.sum()) / y.sum().clamp(min=1)
+    z = (x - mean) / std  # the standardised features, once (they do not change between steps)
     for _ in range(t["probe_steps"]):
-        loss = nn.functional.binary_cross_entropy_with_logits(probe((x - mean) / std).squeeze(-1), y,
-                                                              pos_weight=pos_weight)
+        loss = nn.functional.binary_cross_entropy_with_logits(probe(z).squeeze(-1), y, pos_weight=pos_weight)
         opt.zero_grad()
         loss.backward()
         opt.step()
