@@ -352,6 +352,6 @@ def test_the_shuffled_control_trains_at_event2vecs_tuned_rate():
 
     s = {"scale": "default", "arms": ["event2vec", "event2vec_shuffled_t", "frame_cnn", "voxel_cnn", "point_set"]}
     assert LR_FROM == {"event2vec_shuffled_t": "event2vec"}
-    assert event2vec_lr_source(s, "event2vec_shuffled_t") == ["results/default/event2vec/train/event2vec/tuning.json"]
-    assert all(event2vec_lr_source(s, a) == [] for a in s["arms"] if a != "event2vec_shuffled_t")
-    assert event2vec_lr_source(dict(s, arms=["event2vec_shuffled_t"]), "event2vec_shuffled_t") == []
+    assert event2vec_lr_source(s, "event2vec_shuffled_t") == {"tuned": "results/default/event2vec/train/event2vec/tuning.json"}
+    assert all(event2vec_lr_source(s, a) == {} for a in s["arms"] if a != "event2vec_shuffled_t")
+    assert event2vec_lr_source(dict(s, arms=["event2vec_shuffled_t"]), "event2vec_shuffled_t") == {}

@@ -32,9 +32,10 @@ rule event2vec_data:
 
 rule event2vec_train:
     input:
+        # the shuffled-timestamp control trains at event2vec's tuned rate (workflow_inputs.LR_FROM): named input "tuned"
+        unpack(lambda wildcards: event2vec_lr_source(paper_settings(config, "event2vec", wildcards.scale), wildcards.arm)),
         events=rules.event2vec_data.output.events,
         samples=rules.event2vec_data.output.samples,
-        lr_source=lambda wildcards: event2vec_lr_source(paper_settings(config, "event2vec", wildcards.scale), wildcards.arm),
     output:
         models="results/{scale}/event2vec/train/{arm}/models.pt",
         tuning="results/{scale}/event2vec/train/{arm}/tuning.json",

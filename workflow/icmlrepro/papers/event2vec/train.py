@@ -142,10 +142,8 @@ def run(job) -> None:
     va_streams = [streams[i] for i in va]
     tuning, models = [], {}
     tr_streams, tr_labels = train_set(seeds[0])
-    source = getattr(job.input, "lr_source", None) or []
-    source = [source] if isinstance(source, str) else list(source)
-    if source:  # the control: the method's tuned rate, nothing else changed (LR_FROM)
-        src = read_json(str(source[0]))
+    if "tuned" in job.input:  # the control: the method's tuned rate, nothing else changed (LR_FROM)
+        src = read_json(job.input.tuned)
         out = {}
         for seed in seeds:
             t0 = time.perf_counter()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from icmlrepro.core.tuning import rate_source_input
+
 #: arms trained at another arm's tuned learning rate instead of their own pick (train.py): the shuffled-timestamp
 #: control is event2vec with the event order destroyed and nothing else changed. Tuning it on its own cost five
 #: runs of the most expensive model; in the 8-seed run where it was tuned it tied at event2vec's rate (validation
@@ -17,7 +19,8 @@ def event2vec_model_files(settings: dict) -> dict[str, str]:
     return files
 
 
-def event2vec_lr_source(settings: dict, arm: str) -> list[str]:
-    """The tuning record whose rate ``arm`` trains at (train.LR_FROM), if any and if that arm is run."""
-    src = LR_FROM.get(arm)
-    return [f"results/{settings['scale']}/event2vec/train/{src}/tuning.json"] if src in settings["arms"] else []
+def event2vec_lr_source(settings: dict, arm: str) -> dict[str, str]:
+    """``event2vec_train``'s input ``tuned``: the tuning record whose rate ``arm`` trains at (LR_FROM), when that
+    arm is run; else nothing (the arm tunes itself)."""
+    return rate_source_input(LR_FROM, arm, settings["arms"],
+                             lambda src: f"results/{settings['scale']}/event2vec/train/{src}/tuning.json")
