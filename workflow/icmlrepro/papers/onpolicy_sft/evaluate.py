@@ -155,10 +155,10 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
         # to the default rate; grids without the column: an exact tie
         moved = g["moved_by_tie"].dropna() if "moved_by_tie" in g else g.iloc[:0]
         row[f"tuning_tie.{arm}"] = float(bool(moved.iloc[0])) if len(moved) else sel["tie"]
-        if ARMS[arm][0] == "pairs" and "sft_stage_val_acc" in g and chosen is not None \
-                and np.isfinite(chosen.get("sft_stage_val_acc", np.nan)):
+        if ARMS[arm][0] == "pairs":  # NaN where the arm did not train (no pairs) or ran one stage
             # two-stage DPO / SimPO: what the preference stage added to the SFT-on-chosen model (validation)
-            row[f"pref_stage_val_gain.{arm}"] = float(chosen["val_acc"] - chosen["sft_stage_val_acc"])
+            stage = np.nan if chosen is None else float(chosen.get("sft_stage_val_acc", np.nan))
+            row[f"pref_stage_val_gain.{arm}"] = float(chosen["val_acc"]) - stage if np.isfinite(stage) else np.nan
     if OURS in arms:
         for other in ("sft", "dpo", "simpo"):
             if other in arms:
