@@ -254,14 +254,23 @@ def _gate_states(rows: list[dict]) -> dict:
     return {g: r.state for g, r in V.judge_gates(load_claims("onpolicy_sft"), mf).items()}
 
 
-def _planted(seed: int, base_ood: float = 0.8, dpo_ood: float = 0.5, majority: float = 0.2) -> dict:
+def _planted(seed: int, base_ood: float = 0.8, dpo_ood: float = 0.5, majority: float = 0.2,
+             pref_gain: float = 0.05) -> dict:
     j = 0.01 * (seed % 3)
     healthy = {f"id_acc.{a}": 0.5 + j for a in ("sft", "dft", "idft", "self_sft", "gt_matched_sft", "hint_sft",
                                                "hint0_sft", "hint_idft", "dpo", "simpo")}
     return {**healthy, "id_acc.base": 0.3, "ood_acc.sft": 0.6 + j, "correct_fraction.hinted": 0.6 + j,
             "ood_majority_share": majority, "ood_acc.majority": 0.13, "ood_acc.base": base_ood + j,
             "ood_acc.dpo": dpo_ood - j, "ood_acc.simpo": dpo_ood + j,
-            "ood_acc_base_minus_dpo": base_ood - dpo_ood + 2 * j, "ood_acc_base_minus_simpo": base_ood - dpo_ood}
+            "ood_acc_base_minus_dpo": base_ood - dpo_ood + 2 * j, "ood_acc_base_minus_simpo": base_ood - dpo_ood,
+            "pref_stage_val_gain.dpo": pref_gain + j, "pref_stage_val_gain.simpo": pref_gain - j}
+
+
+def test_preference_stage_gate_fails_when_the_stage_adds_nothing_to_its_sft_model():
+    """Two-stage DPO / SimPO whose preference stage leaves the SFT-on-chosen model where it was are that SFT model:
+    the on-par claim must not be judged against them."""
+    assert _gate_states([_planted(s) for s in range(5)])["preference_stage_learns"] == "holds"
+    assert _gate_states([_planted(s, pref_gain=0.0) for s in range(5)])["preference_stage_learns"] != "holds"
 
 
 def test_on_par_gate_fails_when_the_untrained_base_is_on_par_and_holds_when_it_is_not():
