@@ -328,3 +328,24 @@ def test_training_is_deterministic_per_seed(tasks):
     a, b = (train.train_seed("bspar", dr, s, 0) for _ in range(2))
     assert a["curve"] == b["curve"]
     assert all(torch.equal(x, y) for x, y in zip(a["state"].values(), b["state"].values()))
+
+
+def test_inference_efficiency_reads_every_stepwise_competitor_not_the_most_successful_one():
+    """A ratio that passes against the prompt recipe (its call count fixed by its recipe) fails when B-Spar needs
+    far more calls than a trained agent."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    claim = {c.id: c for c in load_claims("bspar").claims}["inference_efficiency"]
+
+    def planted(vs_sparse):
+        mf = MetricsFile("bspar", "default", replicates=list(range(5)))
+        j = [0.005 * k for k in range(5)]
+        mf.add("edits_ratio.bspar_vs_prompt", [0.5 + x for x in j])
+        mf.add("edits_ratio.bspar_vs_dense", [1.0 + x for x in j])
+        mf.add("edits_ratio.bspar_vs_sparse", [vs_sparse + x for x in j])
+        return V.judge_claim(claim, mf).verdict
+
+    assert planted(1.0) == V.REPRODUCED
+    assert planted(2.0) == V.NOT_REPRODUCED

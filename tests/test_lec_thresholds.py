@@ -274,3 +274,26 @@ def test_exhaustive_search_agrees_with_lec():
         err = (rng.random(80) < 0.3 * u).astype(float)
         for alpha in (0.05, 0.1, 0.2):
             assert largest_feasible(u, err, alpha, 1.0) == lec_threshold(u, err, alpha, 1.0)
+
+
+def test_routing_acceptance_fails_when_routing_only_matches_the_stronger_model_or_exceeds_alpha():
+    """Beating the weak primary alone is not enough: routing must add retention over LEC on the secondary model
+    alone (the system without routing) and keep its risk within alpha."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    claim = {c.id: c for c in load_claims("lec").claims}["routing_acceptance"]
+
+    def planted(vs_secondary, risk):
+        mf = MetricsFile("lec", "default", replicates=list(range(6)))
+        j = [0.001 * k for k in range(6)]
+        for a in ("@0.05", "@0.1"):
+            mf.add(f"routing_retention_gain_vs_primary{a}", [0.5 + x for x in j])
+            mf.add(f"routing_retention_gain_vs_secondary{a}", [vs_secondary + x for x in j])
+            mf.add(f"risk_minus_alpha.routing_joint{a}", [risk - x for x in j])
+        return V.judge_claim(claim, mf).verdict
+
+    assert planted(0.05, -0.01) == V.REPRODUCED
+    assert planted(-0.05, -0.01) == V.NOT_REPRODUCED  # routing = answering with the better model
+    assert planted(0.05, 0.01) == V.NOT_REPRODUCED  # retention bought by exceeding alpha

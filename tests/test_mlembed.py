@@ -244,3 +244,25 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     assert metrics.get("test_concept_pairs_in_training").values == [0.0] * len(metrics.replicates)
     assert metrics.get("params@rank4.layer1").values[0] < metrics.get("params@rank16.layer2").values[0]
     assert metrics.get("lr.plain").values[0] in (0.0015, 0.003, 0.006)
+
+
+def test_lifecycle_claim_compares_each_cut_with_the_strongest_arm_at_that_cut():
+    """3D-ML above the plain model but below MRL at the output-dim cut is not 'comprehensive efficiency'."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    claim = {c.id: c for c in load_claims("mlembed").claims}["lifecycle_efficiency"]
+
+    def planted(mrl_at_dim8):
+        mf = MetricsFile("mlembed", "default", replicates=list(range(5)))
+        j = [0.002 * k for k in range(5)]
+        for cut in ("@dim8", "@layer1", "@rank8", "@smallest"):
+            mf.add(f"r1.3dml{cut}", [0.3 + x for x in j])
+            mf.add(f"r1.plain{cut}", [0.1 + x for x in j])
+            mf.add(f"r1.mrl_mll{cut}", [0.2 + x for x in j])
+            mf.add(f"r1.mrl{cut}", [(mrl_at_dim8 if cut == "@dim8" else 0.2) + x for x in j])
+        return V.judge_claim(claim, mf).verdict
+
+    assert planted(0.2) == V.REPRODUCED
+    assert planted(0.4) == V.NOT_REPRODUCED

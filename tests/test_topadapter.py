@@ -415,3 +415,25 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     assert metrics.get("classes_in_both_domains").values == [0.0] * len(metrics.replicates)
     assert metrics.get("trainable_params.noise_topology").values == metrics.get("trainable_params.topadapter").values
     assert metrics.get("trainable_params.head").values[0] < metrics.get("trainable_params.full_ft").values[0]
+
+
+def test_topology_claim_fails_against_a_budget_matched_adapter_that_wins_without_topology():
+    """Beating the noise-fed adapter (noise can hurt) is not enough: Point-PEFT at the same budget, the closest
+    adapter without topological input, must lose too."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    claim = {c.id: c for c in load_claims("topadapter").claims}["topology_injection_helps"]
+
+    def planted(point_peft):
+        mf = MetricsFile("topadapter", "default", replicates=list(range(5)))
+        j = [0.003 * k for k in range(5)]
+        mf.add("acc.topadapter", [0.72 + x for x in j])
+        mf.add("acc.noise_topology", [0.62 + x for x in j])
+        mf.add("acc.head", [0.55 + x for x in j])
+        mf.add("acc.point_peft", [point_peft + x for x in j])
+        return V.judge_claim(claim, mf).verdict
+
+    assert planted(0.68) == V.REPRODUCED
+    assert planted(0.78) == V.NOT_REPRODUCED
