@@ -297,3 +297,37 @@ def test_routing_acceptance_fails_when_routing_only_matches_the_stronger_model_o
     assert planted(0.05, -0.01) == V.REPRODUCED
     assert planted(-0.05, -0.01) == V.NOT_REPRODUCED  # routing = answering with the better model
     assert planted(0.05, 0.01) == V.NOT_REPRODUCED  # retention bought by exceeding alpha
+
+
+def test_retention_is_compared_only_where_both_methods_kept_their_level():
+    """A cell where either method's pooled risk exceeds alpha drops out of the retention comparison: LEC gains
+    nothing over a baseline by accepting more than its level allows."""
+    import pandas as pd
+
+    from icmlrepro.papers.lec.evaluate import within_level
+
+    def row(retention, risk):
+        return pd.Series({"retention": retention, "risk": risk})
+
+    assert within_level(row(0.8, 0.04), 0.05)
+    assert within_level(row(0.8, 0.05), 0.05)  # at the level is within it
+    assert not within_level(row(0.9, 0.074), 0.05)
+    assert within_level(row(0.0, float("nan")), 0.05)  # nothing accepted: no risk
+
+
+def test_retention_gain_drops_the_cells_where_lec_broke_its_level():
+    """Planted summary: LEC answers more than UCB-CLP in both cells of a seed, but in one it does so above alpha;
+    the level-aware gain keeps only the other cell (where LEC answers less), so its sign flips."""
+    import pandas as pd
+
+    from icmlrepro.papers.lec.evaluate import retention_gains
+
+    rows = [  # seed, alpha, system, method, retention, risk
+        (0, 0.1, "mlp", "lec", 0.60, 0.09), (0, 0.1, "mlp", "ucb_clp", 0.65, 0.08),
+        (0, 0.1, "gnb", "lec", 0.90, 0.13), (0, 0.1, "gnb", "ucb_clp", 0.40, 0.09),
+    ]
+    s = pd.DataFrame(rows, columns=["seed", "alpha", "system", "method", "retention", "risk"])
+    s = s.set_index(["seed", "alpha", "system", "method"]).sort_index()
+    raw, level = retention_gains(s, [0], [0.1], ["mlp", "gnb"], "ucb_clp")
+    assert raw[0] == pytest.approx((-0.05 + 0.50) / 2)
+    assert level[0] == pytest.approx(-0.05)

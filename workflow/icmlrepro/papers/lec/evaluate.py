@@ -148,6 +148,27 @@ def pooled(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
+def within_level(row: pd.Series, alpha: float) -> bool:
+    """Whether a method kept its level in a (seed, model, alpha) cell: pooled test risk <= alpha, or nothing
+    accepted (no risk). Retention is compared only where both methods did: retention bought by breaking the level
+    is not a gain, and breaking the level is judged by the risk claims, not counted twice here."""
+    risk = row["risk"]
+    return bool(np.isnan(risk) or risk <= alpha)
+
+
+def retention_gains(s: pd.DataFrame, seeds: list[int], alphas, models, base: str) -> tuple[list[float], list[float]]:
+    """Per seed, LEC's retention minus ``base``'s averaged over (alpha, base model) cells: over all cells, and over
+    the cells where both kept their level (NaN where none did). ``s`` is the pooled summary indexed by
+    (seed, alpha, system, method)."""
+    raw, level = [], []
+    for seed in seeds:
+        cells = [(a, s.loc[(seed, a, m, "lec")], s.loc[(seed, a, m, base)]) for a in alphas for m in models]
+        raw.append(float(np.mean([lec["retention"] - b["retention"] for _, lec, b in cells])))
+        kept = [lec["retention"] - b["retention"] for a, lec, b in cells if within_level(lec, a) and within_level(b, a)]
+        level.append(float(np.mean(kept)) if kept else float("nan"))
+    return raw, level
+
+
 def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int], seconds: list[float],
                   agreement: list[float]) -> MetricsFile:
     mf = MetricsFile("lec", p["scale"], replicate="seed", replicates=seeds)
@@ -203,13 +224,12 @@ def build_metrics(summary: pd.DataFrame, synth: pd.DataFrame, p, seeds: list[int
                direction="lower", description=f"largest exact risk minus alpha over the alpha grid, law {law}, "
                                               f"n_cal={n_cal} ({name})")
     for base in BASELINES:
-        gains = []
-        for seed in seeds:
-            d = [s.loc[(seed, alpha, m, "lec"), "retention"] - s.loc[(seed, alpha, m, base), "retention"]
-                 for alpha in p["alphas"] for m in models]
-            gains.append(float(np.mean(d)))
+        gains, level_gains = retention_gains(s, seeds, p["alphas"], models, base)
         mf.add(f"lec_retention_gain_vs_{base}", gains, unit="fraction", direction="higher",
                description=f"LEC retention minus {base} retention, averaged over alphas and base models")
+        mf.add(f"lec_level_retention_gain_vs_{base}", level_gains, unit="fraction", direction="higher",
+               description=f"LEC minus {base} retention over the (alpha, base model) cells of the seed where both "
+                           "kept their level (pooled test risk <= alpha)")
     mf.add("eval_seconds", seconds, unit="s", direction="lower", timing=True,
            description="wall time of the split evaluation per seed")
     return mf
