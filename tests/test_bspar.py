@@ -349,3 +349,14 @@ def test_inference_efficiency_reads_every_stepwise_competitor_not_the_most_succe
 
     assert planted(1.0) == V.REPRODUCED
     assert planted(2.0) == V.NOT_REPRODUCED
+
+
+def test_prompt_recipe_is_tuned_within_the_agents_horizon():
+    """The fixed recipe gets no more tool calls than a trained agent: recipes over the horizon are not tried, and
+    the tuned recipe's calls (what inference_efficiency divides by) fit it."""
+    calls = {r: baselines.recipe_calls(r) for r in baselines.RECIPE_GRID}
+    assert max(calls.values()) > 5  # the grid has a recipe a horizon of 5 must exclude
+    for horizon in (4, 5, 8):
+        within = baselines.recipes_within(horizon)
+        assert within and all(calls[r] <= horizon for r in within)
+        assert set(baselines.RECIPE_GRID) - set(within) == {r for r in calls if calls[r] > horizon}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .data import N_INSTRUCTED
 from .tools import N_ACTIONS, STEPS, TOOLS, apply_actions, apply_tool, delta_e, lab
 
 RECIPE_GRID = [("small", 1), ("small", 2), ("small", 3), ("big", 1), ("big", 2)]  # (step size, steps per aspect)
@@ -23,15 +24,27 @@ def prompt_recipe(source: torch.Tensor, instr: torch.Tensor, size: str, n: int) 
     return x
 
 
-def tune_recipe(train: dict, threshold: float, noise: float, rng: np.random.Generator) -> tuple[tuple, list]:
-    """The recipe of ``RECIPE_GRID`` with the most noisy-judge accepts on the given tasks (the tuning draw's
-    validation tasks, where the trained arms' learning rates are tuned, with the same judge), and the grid's
+def recipe_calls(recipe: tuple) -> int:
+    """Tool calls a recipe makes on an image: its steps per aspect on each instructed aspect."""
+    return recipe[1] * N_INSTRUCTED
+
+
+def recipes_within(horizon: int) -> list[tuple]:
+    """The recipes of ``RECIPE_GRID`` that fit the agents' horizon: every arm that retouches by tool calls gets at
+    most ``horizon`` of them (a recipe with more calls would buy its successes with a larger budget)."""
+    return [r for r in RECIPE_GRID if recipe_calls(r) <= horizon]
+
+
+def tune_recipe(train: dict, threshold: float, noise: float, rng: np.random.Generator,
+                horizon: int) -> tuple[tuple, list]:
+    """The recipe of ``recipes_within(horizon)`` with the most noisy-judge accepts on the given tasks (the tuning
+    draw's validation tasks, where the trained arms' learning rates are tuned, with the same judge), and the grid's
     scores."""
-    scores = []
-    for size, n in RECIPE_GRID:
+    scores, grid = [], recipes_within(horizon)
+    for size, n in grid:
         d = delta_e(prompt_recipe(train["source"], train["instr"], size, n), train["target"])
         scores.append(float(((d + noise * rng.standard_normal(len(d))) < threshold).mean()))
-    return RECIPE_GRID[int(np.argmax(scores))], scores
+    return grid[int(np.argmax(scores))], scores
 
 
 LAB_QUANTILES = (0.0, 0.02, 0.1, 0.25, 0.5, 0.75, 0.9, 0.98, 1.0)

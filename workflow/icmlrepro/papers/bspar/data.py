@@ -103,6 +103,9 @@ def instruction_text(vec: np.ndarray) -> str:
     return ", ".join(f"{('decrease', 'increase')[i % 2]} {TOOLS[i // 2]}" for i in np.flatnonzero(vec))
 
 
+N_INSTRUCTED = 2  # aspects each instruction names
+
+
 def draw_edits(n: int, rng: np.random.Generator, p_extra: float) -> tuple[np.ndarray, np.ndarray]:
     """Degradations d (n, tools) and the expert's edits theta (n, tools): 2 instructed aspects of 0.5-4 small
     steps each (theta = -d there), plus milder uninstructed degradations that the expert leaves in place."""
@@ -110,8 +113,8 @@ def draw_edits(n: int, rng: np.random.Generator, p_extra: float) -> tuple[np.nda
     d = np.zeros((n, len(TOOLS)))
     theta = np.zeros_like(d)
     for i in range(n):
-        k = rng.choice(len(TOOLS), 2, replace=False)
-        d[i, k] = rng.choice([-1, 1], 2) * rng.uniform(0.5, 4.0, 2) * small[k]
+        k = rng.choice(len(TOOLS), N_INSTRUCTED, replace=False)
+        d[i, k] = rng.choice([-1, 1], N_INSTRUCTED) * rng.uniform(0.5, 4.0, N_INSTRUCTED) * small[k]
         theta[i, k] = -d[i, k]
         others = np.setdiff1d(np.arange(len(TOOLS)), k)
         extra = others[rng.random(len(others)) < p_extra]

@@ -28,7 +28,7 @@ from . import data as D
 from icmlrepro.core.tuning import at_grid_edge
 
 from .agent import STATE_DIM, new_policy, observe, rollout
-from .baselines import GlobalRegenerator, oracle, prompt_recipe, tune_recipe
+from .baselines import GlobalRegenerator, oracle, prompt_recipe, recipe_calls, tune_recipe
 from .reward_model import BayesLogistic
 from .tools import JND, N_ACTIONS, apply_actions, delta_e, delta_e94, features, proxy_quality, ssim
 
@@ -123,7 +123,8 @@ def evaluate(job, s: dict):
     rows, curves, align, examples, tuning = [], [], [], {}, {}
     tune = D.draw(tasks, "tune")
     recipe, recipe_scores = tune_recipe(tune["val"], s["judge_threshold"], s["judge_noise"],
-                                        np.random.default_rng(derive_seed(D.TUNE_SEED, "bspar", "recipe")))
+                                        np.random.default_rng(derive_seed(D.TUNE_SEED, "bspar", "recipe")),
+                                        s["horizon"])
     saved = {arm: read_torch(job.input[arm]) for arm in s["arms"]}
     for arm in s["arms"]:
         tuning[arm] = {"lr": saved[arm]["lr"], "scores": saved[arm]["lr_scores"]}
@@ -135,7 +136,7 @@ def evaluate(job, s: dict):
         if first:
             examples["source"], examples["target"] = test["source"][:n_ex].numpy(), test["target"][:n_ex].numpy()
         fixed = {"identity": (test["source"], 0.0),
-                 "prompt": (prompt_recipe(test["source"], test["instr"], *recipe), recipe[1] * 2.0),
+                 "prompt": (prompt_recipe(test["source"], test["instr"], *recipe), float(recipe_calls(recipe))),
                  "aigc": (GlobalRegenerator().fit(dr["train"])(test["source"], test["instr"]), 1.0)}
         final, oracle_edits = oracle(test["source"], test["target"], s["horizon"])
         fixed["oracle"] = (final, oracle_edits.astype(float))
