@@ -18,7 +18,7 @@ from icmlrepro.papers.pixclip import data, evaluate, losses, model, train
 TINY = {"image_size": 48, "grid": 2, "patch_size": 8, "max_objects": 4, "heldout_fraction": 0.15, "n_train": 40,
         "n_val": 12, "n_test": 16, "short_context": 20, "long_context": 48, "width": 16, "vision_layers": 1,
         "text_layers": 1, "heads": 2, "embed_dim": 8, "steps": 2, "batch": 4, "lr": 0.002, "weight_decay": 0.05,
-        "seeds": [0]}
+        "region_name_share": 0.5, "seeds": [0]}
 
 
 @pytest.fixture(scope="module")

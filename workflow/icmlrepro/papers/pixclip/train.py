@@ -132,7 +132,7 @@ def step_loss(model: DualEncoder, tr: dict, b: np.ndarray, branches, s: dict, ca
         rows = np.arange(len(b))  # one region per scene, drawn at random
         k = np.array([rng.integers(n) for n in tr["n_objects"][b]])
         alpha = (labels[rows] == torch.as_tensor(k + 1)[:, None, None]).float()
-        text, same = region_texts(tr["slots"][b][rows, k + 1], s.get("region_name_share", 0.0), rng)
+        text, same = region_texts(tr["slots"][b][rows, k + 1], s["region_name_share"], rng)
         pooled, _ = model.vision(images[rows], alpha)
         uniq, inv = torch.unique(text, return_inverse=True)
         loss = loss + contrastive(pooled, model.text(trim(slot_ids[uniq]))[inv], scale, same=same)
