@@ -255,7 +255,8 @@ def _gate_states(rows: list[dict]) -> dict:
 
 
 def _planted(seed: int, base_ood: float = 0.8, dpo_ood: float = 0.5, majority: float = 0.2,
-             pref_gain: float = 0.05) -> dict:
+             pref_gain: float = 0.05, pref_test_gain: float | None = None) -> dict:
+    test_gain = pref_gain if pref_test_gain is None else pref_test_gain
     j = 0.01 * (seed % 3)
     healthy = {f"id_acc.{a}": 0.5 + j for a in ("sft", "dft", "idft", "self_sft", "gt_matched_sft", "hint_sft",
                                                "hint0_sft", "hint_idft", "dpo", "simpo")}
@@ -263,7 +264,8 @@ def _planted(seed: int, base_ood: float = 0.8, dpo_ood: float = 0.5, majority: f
             "ood_majority_share": majority, "ood_acc.majority": 0.13, "ood_acc.base": base_ood + j,
             "ood_acc.dpo": dpo_ood - j, "ood_acc.simpo": dpo_ood + j,
             "ood_acc_base_minus_dpo": base_ood - dpo_ood + 2 * j, "ood_acc_base_minus_simpo": base_ood - dpo_ood,
-            "pref_stage_val_gain.dpo": pref_gain + j, "pref_stage_val_gain.simpo": pref_gain - j}
+            "pref_stage_val_gain.dpo": pref_gain + j, "pref_stage_val_gain.simpo": pref_gain - j,
+            "pref_stage_test_gain.dpo": test_gain - j, "pref_stage_test_gain.simpo": test_gain + j}
 
 
 def test_preference_stage_gate_fails_when_the_stage_adds_nothing_to_its_sft_model():
@@ -271,6 +273,8 @@ def test_preference_stage_gate_fails_when_the_stage_adds_nothing_to_its_sft_mode
     the on-par claim must not be judged against them."""
     assert _gate_states([_planted(s) for s in range(5)])["preference_stage_learns"] == "holds"
     assert _gate_states([_planted(s, pref_gain=0.0) for s in range(5)])["preference_stage_learns"] != "holds"
+    # a gain on the validation set the rate was picked on, none on the test set: selection, not learning
+    assert _gate_states([_planted(s, pref_test_gain=0.0) for s in range(5)])["preference_stage_learns"] != "holds"
 
 
 def test_on_par_gate_fails_when_the_untrained_base_is_on_par_and_holds_when_it_is_not():
@@ -450,7 +454,8 @@ def test_two_stage_preference_arms_start_from_and_refer_to_the_sft_on_chosen_mod
     cache: dict = {}
     F.finetune(base, tok, "dpo", None, pairs, 1e-3, 1, s, cache, stage_seed=7)
     assert trained == [4, 2]  # the SFT stage, then the preference stage: the arm's 6 updates in all
-    (stage, secs), = cache.values()
+    (stage, secs, stage_pairs, source), = cache.values()
+    assert source == "base" and len(stage_pairs) == 3  # no pref_sft.pairs: the preference stage's pairs are given
     assert secs > 0 and all(torch.equal(v, base_before[k]) for k, v in base.state_dict().items())
     data = [(F.encode(tok, p, w), F.encode(tok, p, r)) for p, w, r in zip(pairs["prompt"], pairs["chosen"],
                                                                           pairs["rejected"])]
@@ -467,3 +472,50 @@ def test_two_stage_preference_arms_start_from_and_refer_to_the_sft_on_chosen_mod
     trained.clear()
     F.finetune(base, tok, "simpo", None, pairs, 3e-3, 2, s, cache, stage_seed=7)
     assert trained == [2] and len(cache) == 1
+
+
+def test_preference_stage_pairs_are_resampled_from_the_sft_model(monkeypatch):
+    """pref_sft.pairs: sft: the preference stage trains on pairs sampled from the SFT-stage model (pi_ref, DPO's
+    recipe), own first correct vs own first wrong sample, not on the base model's pairs; the re-sampling is part
+    of the stage (once per seed, its seconds counted) and a seed without a re-sampled pair falls back to the given."""
+    from icmlrepro.lm.model import build_model
+    from icmlrepro.lm.tokenizer import train_tokenizer
+    from icmlrepro.papers.onpolicy_sft import finetune as F
+
+    pairs = pd.DataFrame({"prompt": ["sort 3 1 2 ?", "sort 2 9 4 ?"], "chosen": ["1 2 3 # 1 2 3", "2 4 9 # 2 4 9"],
+                          "rejected": ["1 3 2 # 1 3 2", "9 4 2 # 9 4 2"]})
+    tok = train_tokenizer([f"{p} {c} {r}" for p, c, r in zip(pairs["prompt"], pairs["chosen"], pairs["rejected"])])
+    size = {"hidden": 16, "intermediate": 32, "layers": 1, "heads": 2, "kv_heads": 1, "max_positions": 64}
+    base = build_model(len(tok), size, tok, seed=0)
+    tasks = [Task("sort", 3, "sort 3 1 2 ?", "1 | 3 2 ; 2 | 3 ; 3 |", "1 2 3"),
+             Task("sort", 3, "sort 2 9 4 ?", "2 | 9 4 ; 4 | 9 ; 9 |", "2 4 9")]
+    s = {"finetune": {"steps": 6, "batch_size": 2, "pref_sft": {"steps": 4, "lr": 0.05, "pairs": "sft"}},
+         "corpora": {"samples_per_problem": 3, "temperature": 1.0, "max_new_tokens": 8, "gen_batch": 8},
+         "dpo": {"beta": 0.1}, "simpo": {"beta": 2.0, "gamma": 1.0}}
+    sampled_by = []
+
+    def fake_sample(model, tokenizer, ts, k, c, seed):
+        sampled_by.append({n: v.clone() for n, v in model.state_dict().items()})
+        return [["3 2 1 # 1 2 3", "2 1 3 # 3 2 1", "2 3 1 # 1 2 3"], ["9 # 2 4 9", "4 # 2 4 9", "2 # 2 4 9"]]
+
+    monkeypatch.setattr(F, "sample", fake_sample)
+    seen = []
+    real_pf = F.pair_finetune
+    monkeypatch.setattr(F, "pair_finetune", lambda model, tokenizer, triples, *a, **k: seen.append(list(triples))
+                        or real_pf(model, tokenizer, triples, *a, **k))
+    cache: dict = {}
+    F.finetune(base, tok, "dpo", None, pairs, 1e-3, 1, s, cache, stage_seed=7, tasks=tasks)
+    (stage, _, stage_pairs, source), = cache.values()
+    # sampled from the SFT-stage model, not the base
+    assert len(sampled_by) == 1 and all(torch.equal(v, stage.state_dict()[n]) for n, v in sampled_by[0].items())
+    assert not all(torch.equal(v, base.state_dict()[n]) for n, v in sampled_by[0].items())
+    # the second problem has no wrong sample: one pair, own first correct vs own first wrong
+    assert source == "sft" and stage_pairs == [("sort 3 1 2 ?", "3 2 1 # 1 2 3", "2 1 3 # 3 2 1")] and seen == [stage_pairs]
+    F.finetune(base, tok, "simpo", None, pairs, 1e-3, 2, s, cache, stage_seed=7, tasks=tasks)
+    assert len(sampled_by) == 1 and seen[-1] == stage_pairs  # SimPO reuses the stage and its pairs
+    # no re-sampled pair (every sample right): the given pairs
+    monkeypatch.setattr(F, "sample", lambda model, tokenizer, ts, k, c, seed: [["1 # 1 2 3"], ["9 # 2 4 9"]])
+    cache = {}
+    F.finetune(base, tok, "dpo", None, pairs, 1e-3, 1, s, cache, stage_seed=7, tasks=tasks)
+    (_, _, stage_pairs, source), = cache.values()
+    assert source == "base" and len(stage_pairs) == 2

@@ -82,6 +82,18 @@ def hinted(model, tokenizer, tasks: list[Task], styled: list[Task], beta: float,
     return texts, lams
 
 
+def own_pairs(tasks: list[Task], samples: list[list[str]]) -> list[tuple[str, str, str]]:
+    """On-policy preference pairs: (prompt, first correct sample, first wrong sample) of every problem whose
+    samples hold both."""
+    out = []
+    for t, outs in zip(tasks, samples):
+        good = [o for o in outs if check(t, o)]
+        bad = [o for o in outs if not check(t, o)]
+        if good and bad:
+            out.append((t.prompt, good[0], bad[0]))
+    return out
+
+
 def build(model, tokenizer, tasks: list[Task], styled: list[Task], s: dict, seed: int):
     """(corpus table, preference pairs, generation seconds by product)."""
     rows, seconds = [], {}

@@ -159,6 +159,9 @@ def per_seed(preds: pd.DataFrame, grid: pd.DataFrame, corpus: pd.DataFrame, cost
             # two-stage DPO / SimPO: what the preference stage added to the SFT-on-chosen model (validation)
             stage = np.nan if chosen is None else float(chosen.get("sft_stage_val_acc", np.nan))
             row[f"pref_stage_val_gain.{arm}"] = float(chosen["val_acc"]) - stage if np.isfinite(stage) else np.nan
+            # the same on the test problems, which the rate's pick never saw (no selection bias)
+            stage_t = np.nan if chosen is None else float(chosen.get("sft_stage_test_acc", np.nan))
+            row[f"pref_stage_test_gain.{arm}"] = row[f"id_acc.{arm}"] - stage_t if np.isfinite(stage_t) else np.nan
     if OURS in arms:
         for other in ("sft", "dpo", "simpo"):
             if other in arms:
@@ -224,6 +227,9 @@ def _describe(key: str) -> tuple[str, str, bool, str]:
     if head == "pref_stage_val_gain":
         return "fraction", "higher", False, ("validation accuracy after the preference stage at the chosen rate minus "
                                              "the SFT-on-chosen stage's alone (two-stage DPO / SimPO)")
+    if head == "pref_stage_test_gain":
+        return "fraction", "higher", False, ("in-domain test accuracy after the preference stage at the chosen rate "
+                                             "minus the SFT-on-chosen stage's alone (two-stage DPO / SimPO)")
     if head == "tuned_interior":
         return "flag", "none", False, "1 if the picked learning rate is interior to the arm's grid"
     return "", "none", False, ""

@@ -2,7 +2,8 @@
 examples (a preference pair counts as one example) with the substrate's warm-up + cosine schedule and
 gradient clipping; only the loss differs. DPO and SimPO spend the first ``finetune.pref_sft.steps`` of their
 updates on SFT of the chosen completions (their papers' recipe; the SFT model is DPO's reference), the rest on
-the preference loss.
+the preference loss, on pairs re-sampled from that SFT model when ``finetune.pref_sft.pairs`` is ``sft`` (DPO's
+recipe: completions drawn from pi_ref = pi_SFT).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import copy
 import numpy as np
 import torch
 
+from icmlrepro.core.seeding import derive_seed
 from icmlrepro.lm.train import collate, lr_at
 
 from . import losses
 from .arms import ARMS
-from .corpora import cost_clock, encode
+from .corpora import cost_clock, encode, own_pairs, sample
 
 
 
@@ -106,15 +108,27 @@ def reference_logps(reference, tokenizer, data):
     return torch.cat([r[0] for r in ref]), torch.cat([r[1] for r in ref])
 
 
-def pref_sft_stage(base, tokenizer, pairs, ft: dict, seed: int, s: dict):
+def pref_sft_stage(base, tokenizer, pairs, ft: dict, seed: int, s: dict, tasks=None):
     """Stage 1 of the DPO / SimPO recipe (Rafailov et al. 2023, Sec. 4; Meng et al. 2024): a copy of ``base``
     fine-tuned by SFT on the chosen completions ("SFT on chosen") for ``ft["pref_sft"]["steps"]`` of the arm's
-    updates at rate ``ft["pref_sft"]["lr"]``: (the SFT model, its seconds on ``corpora.cost_clock``)."""
+    updates at rate ``ft["pref_sft"]["lr"]``; with ``ft["pref_sft"]["pairs"] == "sft"`` (and the training
+    ``tasks``), the preference stage's pairs are then re-sampled from that SFT model (``corpora.samples_per_problem``
+    at ``corpora.temperature`` per problem; own first correct vs own first wrong sample), as DPO draws its
+    completions from pi_ref = pi_SFT; else (or when the SFT model's samples give no pair) the given ``pairs``.
+    Returns (the SFT model, its seconds on ``corpora.cost_clock`` with the re-sampling, the stage-2 triples,
+    where they came from: "sft" or "base")."""
     model = copy.deepcopy(base)
     t0 = cost_clock(base.device)
     token_finetune(model, tokenizer, [(p, w) for p, w, _ in pairs], "sft", int(ft["pref_sft"]["steps"]),
                    ft["batch_size"], float(ft["pref_sft"]["lr"]), seed, s)
-    return model, cost_clock(base.device) - t0
+    stage_pairs, source = list(pairs), "base"
+    if ft["pref_sft"].get("pairs", "base") == "sft" and tasks:
+        c = s["corpora"]
+        resampled = own_pairs(tasks, sample(model, tokenizer, tasks, int(c["samples_per_problem"]), c,
+                                            derive_seed(seed, "pref_pairs")))
+        if resampled:
+            stage_pairs, source = resampled, "sft"
+    return model, cost_clock(base.device) - t0, stage_pairs, source
 
 
 def training_rows(corpus, source: str):
@@ -124,15 +138,17 @@ def training_rows(corpus, source: str):
 
 
 def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: dict, stage_cache: dict | None = None,
-             stage_seed: int | None = None):
+             stage_seed: int | None = None, tasks=None):
     """A fresh model fine-tuned by ``arm`` at rate ``lr``: (model, losses, seconds on ``corpora.cost_clock``).
 
     Preference arms (DPO, SimPO) run two stages inside the arm's ``steps`` updates when ``finetune.pref_sft``
     gives stage-1 steps: SFT on the chosen completions (``pref_sft_stage``), then the preference loss at ``lr``
-    for the remaining updates, from the SFT model and (DPO) with the SFT model as the frozen reference. Stage 1
-    depends on neither ``lr`` nor the loss, so it is trained once per seed (batch draw ``stage_seed``, default
-    ``seed``; kept in ``stage_cache``) and DPO and SimPO start from the same SFT model, as in both papers; its
-    seconds are added to every rate's of both arms; ``lr`` is the preference stage's rate."""
+    for the remaining updates, from the SFT model and (DPO) with the SFT model as the frozen reference, on pairs
+    re-sampled from the SFT model on the training ``tasks`` when ``finetune.pref_sft.pairs`` is ``sft``. Stage 1
+    (with the re-sampling) depends on neither ``lr`` nor the loss, so it runs once per seed (batch draw
+    ``stage_seed``, default ``seed``; kept in ``stage_cache``) and DPO and SimPO start from the same SFT model and
+    pairs, as in both papers; its seconds are added to every rate's of both arms; ``lr`` is the preference
+    stage's rate."""
     source, loss = ARMS[arm]
     ft = s["finetune"]
     steps = int(ft["steps"])
@@ -146,8 +162,8 @@ def finetune(base, tokenizer, arm: str, corpus, pairs, lr: float, seed: int, s: 
             cache = {} if stage_cache is None else stage_cache
             key = ("pref_sft", seed if stage_seed is None else stage_seed)
             if key not in cache:
-                cache[key] = pref_sft_stage(base, tokenizer, triples, ft, key[1], s)
-            start, stage_secs = cache[key]
+                cache[key] = pref_sft_stage(base, tokenizer, triples, ft, key[1], s, tasks)
+            start, stage_secs, triples, _ = cache[key]
         model = copy.deepcopy(start)
         t0 = cost_clock(base.device)
         curve = pair_finetune(model, tokenizer, triples, loss, steps - sft_steps, ft["batch_size"], lr, seed, s,

@@ -94,7 +94,7 @@ def run(job) -> None:
                              "final_loss": float("nan"), "val_hits": [], "chosen": False})
                 continue
             model, curve, secs = finetune(base, tok, arm, corpus, pairs, lr, derive_seed(seed, "ft", arm), p,
-                                          stage_cache, derive_seed(seed, "ft", "pref_sft"))
+                                          stage_cache, derive_seed(seed, "ft", "pref_sft"), tasks)
             hits = score(model, tok, val, p)["correct"].astype(int).tolist()
             acc = float(np.mean(hits))
             grid.append({"arm": arm, "lr": lr, "val_acc": acc, "seconds": secs, "n": n,
@@ -112,11 +112,15 @@ def run(job) -> None:
                     if row["lr"] == best[1]:
                         row["chosen"] = True
             record(arm, best[1], best[2])
-    for (_, _), (stage_model, _) in stage_cache.items():  # the SFT-on-chosen stage alone, for the record
+    for stage_model, _, stage_pairs, pair_source in stage_cache.values():  # the SFT-on-chosen stage alone
         stage_acc = float(score(stage_model, tok, val, p)["correct"].mean())
+        stage_test = float(score(stage_model, tok, test, p)["correct"].mean())
         for row in grid:
             if ARMS[row["arm"]][0] == "pairs":
                 row["sft_stage_val_acc"] = stage_acc
+                row["sft_stage_test_acc"] = stage_test
+                row["n_pref_pairs"] = len(stage_pairs)  # the preference stage's pairs (re-sampled: pair_source sft)
+                row["pref_pairs_source"] = pair_source
     write_parquet(job.output.predictions, pd.concat(preds, ignore_index=True).assign(seed=seed))
     write_parquet(job.output.grid, pd.DataFrame(grid).assign(seed=seed))
     write_parquet(job.output.corpus, corpus.assign(seed=seed))
