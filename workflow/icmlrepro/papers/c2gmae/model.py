@@ -11,6 +11,9 @@ error on the masked nodes. C2-GMAE adds, switch by switch:
   structural reference.
 * ``density``: density-partitioned masking instead of uniform masking (masking.py).
 * ``hetero``: heterophilic-edge amplification of PE distances, attention, PE noise and PE loss.
+
+Training runs through batched.py (the same module written out for many runs at once; tests check losses and
+gradients against this one); probes and diagnostics use this module with each run's trained weights.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ the seeds go further (the per-seed pick on 60 validation nodes was mostly the ti
 seed picks its own rate from its own grid. The probe is scikit-learn's LogisticRegression on standardised frozen embeddings, one
 random train/val/test node split per seed, shared by all rungs.
 
+Training runs are batched: every (seed, rate, init) one rung needs (first the tuning seeds' grids, then the other
+seeds at the chosen rate and every seed's retrain null) trains as one batched model of up to ``train.seed_batch``
+runs (``batched.train_batch``); each run keeps its own graph, initialisation, masks and dropout, so its result is
+the run trained alone (to float tolerance). Probes and diagnostics then read each run's own PyG model.
+
 Beside the ladder, on the same split: the trivial references (the same probe on the raw features,
 and an MLP on the raw features with its width chosen on validation), and the retrain null: each
 rung of ``eval.null_rungs`` trained once more at its chosen rate from another initialisation and
@@ -31,9 +36,10 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from icmlrepro.core.io import read_npz, write_parquet
-from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.seeding import derive_seed
 from icmlrepro.core.tuning import accuracy_se, at_grid_edge, pick_with_ties
 
+from .batched import train_batch
 from .data import graph_of_seed
 
 from .diagnostics import diagnose
@@ -97,26 +103,24 @@ def mask_count_sd(history: list[np.ndarray], bins: np.ndarray) -> float:
 
 def train_rung(g: GraphTensors, rung_name: str, lr: float, s: dict, seed: int, init: int = 0):
     """Returns the trained model, the masked node ids of every epoch, the loss curve. ``init`` > 0
-    draws another initialisation and other masks (the retrain null)."""
-    tag = (rung_name, lr) if init == 0 else (rung_name, lr, "retrain", init)
-    seed_everything(derive_seed(seed, "c2gmae", "init", *tag))
-    rung = LADDER[rung_name]
-    model = MaskedGraphAutoEncoder(g.x.shape[1], rung, s)
-    t = s["train"]
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=t["weight_decay"])
-    gen = torch.Generator().manual_seed(derive_seed(seed, "c2gmae", "masks", *tag))
-    history, losses = [], []
-    for _ in range(t["epochs"]):
-        model.train()
-        masked = (density_partitioned_mask(g.bins, t["mask_rate"], gen) if rung.density
-                  else uniform_mask(g.x.shape[0], t["mask_rate"], gen))
-        opt.zero_grad()
-        loss = model.loss(g, masked, gen)
-        loss.backward()
-        opt.step()
-        history.append(masked.numpy().copy())
-        losses.append(float(loss.detach()))
-    return model, history, losses
+    draws another initialisation and other masks (the retrain null). One training alone is a batch of one
+    (``batched.train_batch``). A run's draws (init, masks, dropout) do not depend on which runs share its batch; its
+    numbers do only through float rounding of kernels whose sizes follow the batch's padding (the PE rungs: about
+    1e-7 per step, which training amplifies to about 1e-4 in a loss curve after 30 epochs)."""
+    out = train_batch([g], rung_name, [(seed, lr, init)], s)[0]
+    return out["model"], out["history"], out["losses"]
+
+
+def train_runs(draws: dict, rung_name: str, runs: list[tuple[int, float, int]], s: dict) -> dict:
+    """Every ``(seed, lr, init)`` of ``runs`` for one rung, batched ``train.seed_batch`` runs at a time (each
+    on its seed's graph). Returns (seed, rung, lr, init) -> the trained run (model, masks, losses, seconds)."""
+    size = int(s["train"].get("seed_batch") or len(runs)) or 1
+    out = {}
+    for i in range(0, len(runs), size):
+        chunk = runs[i:i + size]
+        for (seed, lr, init), res in zip(chunk, train_batch([draws[sd][0] for sd, _, _ in chunk], rung_name, chunk, s)):
+            out[(seed, rung_name, lr, init)] = res
+    return out
 
 
 def choose_rate(lrs: list[float], val_accs: list[float], default: float, n_val: int) -> tuple[int, dict]:
@@ -135,20 +139,26 @@ def seed_split(n: int, seed: int, s: dict):
     return node_split(n, seed, e["probe_train_fraction"], e["probe_val_fraction"])
 
 
-def fit_rung(g: GraphTensors, y: np.ndarray, split, rung_name: str, lr: float, s: dict, seed: int, init: int = 0) -> dict:
-    """One rung trained at one rate and probed: validation and test accuracy, model, masks, losses, seconds."""
-    start = time.perf_counter()
-    model, history, losses = train_rung(g, rung_name, lr, s, seed, init)
-    seconds = time.perf_counter() - start
-    val, test = linear_probe(model.embed(g).numpy(), y, split, s["eval"]["probe_c"])
-    return {"val_acc": val, "test_acc": test, "lr": lr, "model": model, "history": history, "losses": losses,
-            "seconds": seconds}
+def fit_rung(g: GraphTensors, y: np.ndarray, split, rung_name: str, lr: float, s: dict, seed: int, init: int = 0,
+             trained: dict | None = None) -> dict:
+    """One rung trained at one rate and probed: validation and test accuracy, model, masks, losses, seconds.
+    ``trained``: runs already trained in a batch ((seed, rung, lr, init) -> run); else it trains alone."""
+    key = (seed, rung_name, lr, init)
+    if trained is not None and key in trained:
+        run_ = trained.pop(key)
+    else:
+        start = time.perf_counter()
+        model, history, losses = train_rung(g, rung_name, lr, s, seed, init)
+        run_ = {"model": model, "history": history, "losses": losses, "seconds": time.perf_counter() - start}
+    val, test = linear_probe(run_["model"].embed(g).numpy(), y, split, s["eval"]["probe_c"])
+    return {"val_acc": val, "test_acc": test, "lr": lr, **run_}
 
 
-def grid_runs(g: GraphTensors, y: np.ndarray, s: dict, seed: int) -> dict[str, list[dict]]:
+def grid_runs(g: GraphTensors, y: np.ndarray, s: dict, seed: int, trained: dict | None = None) -> dict[str, list[dict]]:
     """Every rung at every rate of the grid on one seed (a tuning seed's candidates)."""
     split = seed_split(g.x.shape[0], seed, s)
-    return {rung: [fit_rung(g, y, split, rung, lr, s, seed) for lr in s["train"]["lrs"]] for rung in s["rungs"]}
+    return {rung: [fit_rung(g, y, split, rung, lr, s, seed, trained=trained) for lr in s["train"]["lrs"]]
+            for rung in s["rungs"]}
 
 
 def pooled_choice(candidates: dict[int, dict[str, list[dict]]], s: dict, n_val: int) -> dict[str, tuple[float, dict]]:
@@ -163,10 +173,11 @@ def pooled_choice(candidates: dict[int, dict[str, list[dict]]], s: dict, n_val: 
 
 
 def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int, chosen: dict | None = None,
-                 candidates: dict[str, list[dict]] | None = None):
+                 candidates: dict[str, list[dict]] | None = None, trained: dict | None = None):
     """The ladder on one seed. ``chosen`` (rung -> (rate, pick record)): the rate fixed by the tuning seeds, so
     this seed trains that rate only, or reuses it from ``candidates`` when it is a tuning seed itself (its grid
-    already trained). Without ``chosen`` the seed picks its own rate from its own grid (``tune_seeds`` null)."""
+    already trained). Without ``chosen`` the seed picks its own rate from its own grid (``tune_seeds`` null).
+    ``trained``: runs already trained in batches (``train_runs``); a run not there trains alone."""
     t, e = s["train"], s["eval"]
     n = g.x.shape[0]
     split = seed_split(n, seed, s)
@@ -192,7 +203,7 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int, chosen: dic
     for rung_name in s["rungs"]:
         runs = candidates[rung_name] if candidates else None
         if chosen is None:
-            runs = runs or [fit_rung(g, y, split, rung_name, lr, s, seed) for lr in t["lrs"]]
+            runs = runs or [fit_rung(g, y, split, rung_name, lr, s, seed, trained=trained) for lr in t["lrs"]]
             index, pick = choose_rate(t["lrs"], [r["val_acc"] for r in runs], t["default_lr"], len(split[1]))
             best, total_seconds = runs[index], sum(r["seconds"] for r in runs)
         else:
@@ -200,7 +211,7 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int, chosen: dic
             if runs:  # a tuning seed: its model at the chosen rate is already trained
                 best, total_seconds = runs[t["lrs"].index(lr)], sum(r["seconds"] for r in runs)
             else:
-                best = fit_rung(g, y, split, rung_name, lr, s, seed)
+                best = fit_rung(g, y, split, rung_name, lr, s, seed, trained=trained)
                 total_seconds = best["seconds"]
         per_bin = record(rung_name, 0, best, total_seconds, pick)
         cov = coverage_per_bin(best["history"], bins, e["coverage_window"])
@@ -208,7 +219,7 @@ def train_ladder(g: GraphTensors, y: np.ndarray, s: dict, seed: int, chosen: dic
                      for b, (c, r) in enumerate(zip(cov, per_bin))]
         curves += [{"rung": rung_name, "epoch": i, "loss": v} for i, v in enumerate(best["losses"])]
         if rung_name in e["null_rungs"]:  # the retrain null: same rung, same rate, another init
-            null = fit_rung(g, y, split, rung_name, best["lr"], s, seed, init=1)
+            null = fit_rung(g, y, split, rung_name, best["lr"], s, seed, init=1, trained=trained)
             record(rung_name, 1, null, null["seconds"])
     refs = pd.DataFrame(references(g.x.numpy(), y, split, s, seed))
     return pd.DataFrame(rows), pd.DataFrame(bin_rows), pd.DataFrame(curves), refs
@@ -221,15 +232,23 @@ def run(job) -> None:
     tables = {name: [] for name in names}
     seeds = [int(seed) for seed in s["seeds"]]
     draws = {seed: load_graph(graph_of_seed(arrays, seed), s) for seed in seeds}
-    k = s["train"].get("tune_seeds")
-    candidates, chosen = {}, None
-    if k is not None:  # the first k seeds train the whole grid; their mean validation accuracy fixes each rung's rate
-        candidates = {seed: grid_runs(*draws[seed], s, seed) for seed in seeds[:k]}
+    t, e = s["train"], s["eval"]
+    k = t.get("tune_seeds")
+    candidates, chosen, trained = {}, None, {}
+    tune = seeds[:k] if k is not None else seeds  # these seeds train the whole grid
+    for rung in s["rungs"]:
+        trained.update(train_runs(draws, rung, [(sd, lr, 0) for sd in tune for lr in t["lrs"]], s))
+    if k is not None:  # the first k seeds' mean validation accuracy fixes each rung's rate for every seed
+        candidates = {seed: grid_runs(*draws[seed], s, seed, trained) for seed in tune}
         n = draws[seeds[0]][0].x.shape[0]
         chosen = pooled_choice(candidates, s, len(seed_split(n, seeds[0], s)[1]))
+        for rung in s["rungs"]:  # the other seeds at the chosen rate, and every seed's retrain null, batched
+            lr = chosen[rung][0]
+            runs = [(sd, lr, 0) for sd in seeds[k:]] + ([(sd, lr, 1) for sd in seeds] if rung in e["null_rungs"] else [])
+            trained.update(train_runs(draws, rung, runs, s))
     for seed in seeds:
         g, y = draws[seed]
-        for name, df in zip(names, train_ladder(g, y, s, seed, chosen, candidates.pop(seed, None))):
+        for name, df in zip(names, train_ladder(g, y, s, seed, chosen, candidates.pop(seed, None), trained)):
             df.insert(0, "seed", seed)
             df.insert(0, "graph", job.wildcards.graph)
             tables[name].append(df)
