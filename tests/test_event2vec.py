@@ -355,3 +355,24 @@ def test_the_shuffled_control_trains_at_event2vecs_tuned_rate():
     assert event2vec_lr_source(s, "event2vec_shuffled_t") == {"tuned": "results/default/event2vec/train/event2vec/tuning.json"}
     assert all(event2vec_lr_source(s, a) == {} for a in s["arms"] if a != "event2vec_shuffled_t")
     assert event2vec_lr_source(dict(s, arms=["event2vec_shuffled_t"]), "event2vec_shuffled_t") == {}
+
+
+def test_foreach_adamw_trains_the_same_weights_bit_for_bit(monkeypatch):
+    """train_model's AdamW runs with foreach=True (cost only): the weights after training equal, bit for bit,
+    those of the per-tensor loop (foreach=False) on the same draws."""
+    from icmlrepro.papers.event2vec import train as T
+
+    s = {"sensor": 16, "d": 16, "layers": 1, "heads": 2, "time_bins": 2, "cnn_width": 4, "point_width": 8,
+         "steps": 4, "batch": 8, "event_budgets": [4, 16], "max_events": 32, "res_factors": [1, 2]}
+    streams, labels = [_stream(40, i) for i in range(12)], np.arange(12) % 4
+    real, used = torch.optim.AdamW, []
+    for arm in ("event2vec", "point_set"):
+        monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: used.append(k.get("foreach")) or real(*a, **k))
+        fast = T.train_model(arm, streams, labels, s, 0, 0.01)[0].state_dict()
+        assert used[-1] is True  # the stage's own setting
+        monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: real(*a, **{**k, "foreach": False}))
+        slow = T.train_model(arm, streams, labels, s, 0, 0.01)[0].state_dict()
+        monkeypatch.setattr(torch.optim, "AdamW", real)
+        assert all(torch.equal(fast[k], slow[k]) for k in fast)
+        assert any(not torch.equal(fast[k], v) for k, v in T.build(arm, 4, s).state_dict().items())  # it trained
+

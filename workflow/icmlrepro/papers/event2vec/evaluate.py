@@ -239,6 +239,7 @@ def build_metrics(acc: pd.DataFrame, km: pd.DataFrame, speed: pd.DataFrame, para
 
 
 def run(job) -> None:
+    torch.set_flush_denormal(True)  # as in training (train.run): subnormal floats flushed to zero, cost only
     s = job.params
     samples, streams = load_streams(job.input.events, job.input.samples)
     tests = test_sets(samples, streams, s["seeds"])
