@@ -178,3 +178,17 @@ def smoke_run(tmp_path_factory) -> Path:
     work = copy_workflow(tmp_path_factory.mktemp("smoke"))
     snakemake(work, "--cores", "2", "--config", "scale=smoke")
     return work
+
+
+def planted_verdict(paper: str, claim_id: str, means: dict[str, float], n: int = 5, step: float = 0.005) -> str:
+    """The verdict of ``paper``'s claim ``claim_id`` on planted metrics: each metric ``mean + step * k`` on replicate
+    k of ``n`` (a small spread, so a CI exists), judged by the registry's own predicate."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    claim = {c.id: c for c in load_claims(paper).claims}[claim_id]
+    mf = MetricsFile(paper, "default", replicates=list(range(n)))
+    for name, mean in means.items():
+        mf.add(name, [mean + step * k for k in range(n)])
+    return V.judge_claim(claim, mf).verdict

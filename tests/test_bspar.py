@@ -14,7 +14,7 @@ import torch
 from icmlrepro.papers.bspar import agent, baselines, data, evaluate, tools, train
 from icmlrepro.papers.bspar.reward_model import BayesLogistic
 
-from .conftest import check_smoke_paper
+from .conftest import check_smoke_paper, planted_verdict
 
 SMALL = {"size": 12, "n_train": 12, "n_val": 6, "n_test": 6, "p_extra_degradation": 0.3, "seeds": [0, 1]}
 
@@ -334,18 +334,11 @@ def test_inference_efficiency_reads_every_stepwise_competitor_not_the_most_succe
     """A ratio that passes against the prompt recipe (its call count fixed by its recipe) fails when B-Spar needs
     far more calls than a trained agent."""
     from icmlrepro.core import verdicts as V
-    from icmlrepro.core.claims import load_claims
-    from icmlrepro.core.metrics import MetricsFile
-
-    claim = {c.id: c for c in load_claims("bspar").claims}["inference_efficiency"]
 
     def planted(vs_sparse):
-        mf = MetricsFile("bspar", "default", replicates=list(range(5)))
-        j = [0.005 * k for k in range(5)]
-        mf.add("edits_ratio.bspar_vs_prompt", [0.5 + x for x in j])
-        mf.add("edits_ratio.bspar_vs_dense", [1.0 + x for x in j])
-        mf.add("edits_ratio.bspar_vs_sparse", [vs_sparse + x for x in j])
-        return V.judge_claim(claim, mf).verdict
+        return planted_verdict("bspar", "inference_efficiency", {
+            "edits_ratio.bspar_vs_prompt": 0.5, "edits_ratio.bspar_vs_dense": 1.0,
+            "edits_ratio.bspar_vs_sparse": vs_sparse})
 
     assert planted(1.0) == V.REPRODUCED
     assert planted(2.0) == V.NOT_REPRODUCED

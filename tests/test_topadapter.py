@@ -404,7 +404,7 @@ def test_topology_claim_is_controlled_by_the_noise_arm():
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
-from .conftest import check_smoke_paper  # noqa: E402
+from .conftest import check_smoke_paper, planted_verdict  # noqa: E402
 
 
 @pytest.mark.integration
@@ -421,19 +421,11 @@ def test_topology_claim_fails_against_a_budget_matched_adapter_that_wins_without
     """Beating the noise-fed adapter (noise can hurt) is not enough: Point-PEFT at the same budget, the closest
     adapter without topological input, must lose too."""
     from icmlrepro.core import verdicts as V
-    from icmlrepro.core.claims import load_claims
-    from icmlrepro.core.metrics import MetricsFile
-
-    claim = {c.id: c for c in load_claims("topadapter").claims}["topology_injection_helps"]
 
     def planted(point_peft):
-        mf = MetricsFile("topadapter", "default", replicates=list(range(5)))
-        j = [0.003 * k for k in range(5)]
-        mf.add("acc.topadapter", [0.72 + x for x in j])
-        mf.add("acc.noise_topology", [0.62 + x for x in j])
-        mf.add("acc.head", [0.55 + x for x in j])
-        mf.add("acc.point_peft", [point_peft + x for x in j])
-        return V.judge_claim(claim, mf).verdict
+        return planted_verdict("topadapter", "topology_injection_helps", {
+            "acc.topadapter": 0.72, "acc.noise_topology": 0.62, "acc.head": 0.55, "acc.point_peft": point_peft},
+            step=0.003)
 
     assert planted(0.68) == V.REPRODUCED
     assert planted(0.78) == V.NOT_REPRODUCED
