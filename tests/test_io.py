@@ -33,6 +33,15 @@ def test_truncated_parquet_names_the_file(tmp_path):
     assert "rerun" in str(exc.value)
 
 
+def test_parquet_column_subset_reads_only_those_columns_and_still_names_a_missing_column(tmp_path):
+    path = tmp_path / "events.parquet"
+    write_parquet(path, pd.DataFrame({"sample": [0, 0, 1], "x": [1, 2, 3], "t": [0.1, 0.2, 0.3]}))
+    sub = read_parquet(path, columns=["x", "t"])
+    assert list(sub.columns) == ["x", "t"] and sub["x"].tolist() == [1, 2, 3]
+    with pytest.raises(CorruptIntermediateError, match="events.parquet"):
+        read_parquet(path, columns=["y"])
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "json", "npz", "torch", "pickle", "png"])
 def test_truncated_file_of_each_format_names_the_file_and_its_rebuild_command(tmp_path, fmt):
     """One reader per format (issue 43 item 2): a truncated file fails with its name and the command,

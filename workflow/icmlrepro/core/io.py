@@ -183,8 +183,9 @@ def _read(path: str | os.PathLike, kind: str, load):
         ) from exc
 
 
-def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
-    return _read(path, "parquet", pd.read_parquet)
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+    """The table, or only ``columns`` of it (a column store reads nothing else: the big event tables)."""
+    return _read(path, "parquet", lambda p: pd.read_parquet(p, columns=columns))
 
 
 def write_npz(path: str | os.PathLike, arrays: dict, compress: bool = True) -> None:

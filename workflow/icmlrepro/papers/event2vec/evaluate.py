@@ -104,7 +104,7 @@ def kmeans_table(models: dict, tests: dict, s: dict) -> pd.DataFrame:
             comp = [R.kmeans_compress(ev, k, s["sensor"], seed=derive_seed(i, "event2vec", "kmeans")) for i, ev in
                     enumerate(streams)]
             x = R.event_tokens([c[0] for c in comp], s["sensor"], [c[1] for c in comp])
-            with torch.no_grad():
+            with torch.inference_mode():
                 pred = models[(EVENT2VEC, seed)](**x).argmax(1).numpy()
             rows.append({"arm": EVENT2VEC, "seed": seed, "budget": k, "acc": float((pred == labels).mean())})
     return pd.DataFrame(rows)
@@ -127,7 +127,7 @@ def speed_table(models: dict, tests: dict, s: dict, device) -> pd.DataFrame:
             model = models[(arm, seed)].to(device)
             rng = np.random.default_rng(0)
             x = inputs(arm, [prepare(ev, arm, s["max_events"], 1, s["sensor"], rng) for ev in group], s)
-            with torch.no_grad():
+            with torch.inference_mode():
                 model(**{k: v.to(device) for k, v in x.items()}).argmax(1).cpu()
 
         for arm in arms:  # warm-up, not timed

@@ -42,7 +42,7 @@ from .workflow_inputs import LR_FROM
 
 def load_streams(events_path, samples_path) -> tuple[pd.DataFrame, list[np.ndarray]]:
     """The sample table and one structured event array per sample (events are stored sample-major)."""
-    samples, events = read_parquet(samples_path), read_parquet(events_path)
+    samples, events = read_parquet(samples_path), read_parquet(events_path, columns=list(EVENT_DTYPE.names))
     ev = np.zeros(len(events), EVENT_DTYPE)
     for f in EVENT_DTYPE.names:
         ev[f] = events[f].to_numpy()
@@ -67,7 +67,7 @@ def predict(model, arm: str, streams, s: dict, budget: int, factor: int, key: st
     (``evaluate.ablated_inputs``)."""
     model.eval()
     preds = []
-    with torch.no_grad():
+    with torch.inference_mode():
         for i in range(0, len(streams), chunk):
             batch = [prepare(ev, arm, budget, factor, s["sensor"],
                              np.random.default_rng(derive_seed(i + j, "event2vec", key, budget, factor)))
