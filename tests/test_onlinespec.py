@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ from icmlrepro.lm.train import train
 from icmlrepro.papers.onlinespec.feedback import collect, draft_logits, evaluate_draft, greedy_rounds, soft_ce
 from icmlrepro.papers.onlinespec import learners as L
 from icmlrepro.papers.onlinespec.evaluate import per_seed, permuted_null, within_chunk_spearman
-from icmlrepro.papers.onlinespec.learners import Arm, OptimisticSGD, chunk_loss, hedge_weights, learning_rate
+from icmlrepro.papers.onlinespec.learners import (Arm, MixtureDraft, OptimisticSGD, average_into, chunk_loss,
+                                                  hedge_weights, learning_rate)
 from icmlrepro.papers.onlinespec.online import grid_optimum
 from icmlrepro.papers.onlinespec.speculative import speculative_generate, target_generate
 from icmlrepro.papers.onlinespec.verify import verify_greedy, verify_reference
@@ -76,8 +78,18 @@ def models():
     return target.eval(), draft.eval(), tok, [t.prompt for t in corpus[::8]]
 
 
-def test_greedy_speculative_decoding_equals_target_and_teacher_forced_acceptance(models):
+def _mixture(models):
+    """Hedge's played form: the draft and an untrained draft of the same shape, mixed 0.3 / 0.7."""
+    _, draft, tok, _ = models
+    other = build_model(len(tok), dict(hidden=16, intermediate=32, layers=1, heads=2, kv_heads=1,
+                                       max_positions=256), tok, seed=2).eval()
+    return MixtureDraft([draft, other], [0.3, 0.7]).eval()
+
+
+@pytest.mark.parametrize("mixture", [False, True], ids=["draft", "mixture"])
+def test_greedy_speculative_decoding_equals_target_and_teacher_forced_acceptance(models, mixture):
     target, draft, tok, prompts = models
+    draft = _mixture(models) if mixture else draft
     fb = collect(target, tok, prompts, 40, 4)
     logits = draft_logits(draft, fb, list(range(len(prompts))), tok.pad_token_id)
     for i in range(len(prompts)):
@@ -89,9 +101,12 @@ def test_greedy_speculative_decoding_equals_target_and_teacher_forced_acceptance
         assert spec.accepted == greedy_rounds(logits[i].argmax(-1).numpy(), out, 3, 40)
 
 
-def test_sampled_speculative_decoding_keeps_the_target_distribution(models):
-    """Second token of sampled speculative decoding vs its exact target marginal (enumerated)."""
+@pytest.mark.parametrize("mixture", [False, True], ids=["draft", "mixture"])
+def test_sampled_speculative_decoding_keeps_the_target_distribution(models, mixture):
+    """Second token of sampled speculative decoding vs its exact target marginal (enumerated); also with
+    Hedge's mixture draft (its KV caches, one per expert, cropped together)."""
     target, draft, tok, prompts = models
+    draft = _mixture(models) if mixture else draft
     ids = tok(prompts[0])["input_ids"]
     with torch.no_grad():
         p1 = torch.softmax(target(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
@@ -210,12 +225,14 @@ def test_optimistic_ogd_applies_the_last_gradient_as_hint_and_removes_it_next_st
 
 
 def test_hedge_weights_on_a_hand_computed_loss_sequence(models, feedback, monkeypatch):
-    """Three experts with next-chunk losses (1, 2, 3) then (2, 1, 3.5): cumulative (3, 3, 6.5), T = 1.2:
-    weights exp(-3/1.2), exp(-3/1.2), exp(-6.5/1.2) normalised = (0.4868, 0.4868, 0.0263). Each loss
-    is taken before the expert trains on the chunk."""
+    """Four experts (the zero-step one first) with next-chunk losses (1.5, 1, 2, 3) then (2, 2, 1, 3.5):
+    cumulative (3.5, 3, 3, 6.5), T = 1.2: weights softmax(-L / 1.2) = (0.2430, 0.3686, 0.3686, 0.0199).
+    Each loss is taken before the expert trains on the chunk; the zero-step expert never trains, the
+    others take steps // 3 steps each."""
     _, draft, tok, _ = models
     arm = _arm("hedge", draft, tok, steps=3)
-    script = iter([1.0, 2.0, 3.0, 2.0, 1.0, 3.5])
+    assert len(arm.experts) == 4 and arm.expert_opts[0] is None
+    script = iter([1.5, 1.0, 2.0, 3.0, 2.0, 2.0, 1.0, 3.5])
     seen = []
 
     def scripted(model, fb, pad_id):
@@ -227,14 +244,75 @@ def test_hedge_weights_on_a_hand_computed_loss_sequence(models, feedback, monkey
     arm.update(feedback)
     assert all(torch.equal(a, b) for a, b in zip(seen, start))  # scored before training on the chunk
     after_first = [_flat(e).clone() for e in arm.experts]
-    assert all(not torch.equal(a, b) for a, b in zip(after_first, start))
-    assert np.allclose(arm.weights, [0.61596, 0.26770, 0.11634], atol=1e-4)  # softmax(-(1, 2, 3) / 1.2)
+    assert torch.equal(after_first[0], _flat(draft))  # the zero-step expert is the offline draft
+    assert all(not torch.equal(a, b) for a, b in zip(after_first[1:], start[1:]))
+    assert np.allclose(arm.weights, [0.28880, 0.43807, 0.19039, 0.08274], atol=1e-4)  # softmax(-(1.5, 1, 2, 3) / 1.2)
     arm.update(feedback)
-    assert np.allclose(arm.cumulative, [3.0, 3.0, 6.5])
-    assert np.allclose(arm.weights, [0.48683, 0.48683, 0.02634], atol=1e-4)
-    assert np.allclose(hedge_weights([3, 3, 6.5], 1.2), arm.weights)
-    mix = sum(w * _flat(e) for w, e in zip(arm.weights, arm.experts))
-    assert torch.allclose(_flat(arm.draft), mix.float(), atol=1e-6)
+    assert np.allclose(arm.cumulative, [3.5, 3.0, 3.0, 6.5])
+    assert np.allclose(arm.weights, [0.24296, 0.36855, 0.36855, 0.01994], atol=1e-4)
+    assert np.allclose(hedge_weights([3.5, 3, 3, 6.5], 1.2), arm.weights)
+    assert np.array_equal(arm.draft.weights, arm.weights)  # the played mixture uses them
+
+
+class _Fixed(torch.nn.Module):
+    """An "expert" whose next-token logits are ``logits`` at every position."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.tensor(logits))
+
+    def forward(self, input_ids, **kw):
+        return SimpleNamespace(logits=self.logits.expand(*input_ids.shape, -1))
+
+
+def test_mixture_draft_hand_case():
+    """q1 = softmax(log(1, 2, 5)) = (1/8, 2/8, 5/8), q2 = softmax(log(2, 1, 1)) = (1/2, 1/4, 1/4); weights
+    (0.4, 0.6): q = (0.05 + 0.3, 0.1 + 0.15, 0.25 + 0.15) = (0.35, 0.25, 0.40), at every position."""
+    mix = MixtureDraft([_Fixed(np.log([1.0, 2, 5]).tolist()), _Fixed(np.log([2.0, 1, 1]).tolist())], [0.4, 0.6])
+    q = torch.softmax(mix(input_ids=torch.zeros(2, 3, dtype=torch.long)).logits, -1)
+    assert q.shape == (2, 3, 3)
+    assert torch.allclose(q, torch.tensor([0.35, 0.25, 0.40]).expand(2, 3, 3), atol=1e-6)
+    assert torch.allclose(soft_ce(mix(input_ids=torch.zeros(1, 1, dtype=torch.long)).logits[0],
+                                  torch.tensor([[1.0, 0, 0]])), torch.tensor(-np.log(0.35), dtype=torch.float32))
+
+
+def _probs(model, fb, pad_id):
+    idx = list(range(len(fb.ids)))
+    with torch.no_grad():
+        return torch.softmax(torch.cat(draft_logits(model, fb, idx, pad_id)).float(), -1)
+
+
+def test_hedge_falls_back_to_the_zero_step_expert_when_updates_hurt(models, feedback, monkeypatch):
+    """Planted next-chunk losses: the zero-step expert 0 per chunk, the trained experts 20, 30, 40. The
+    weights concentrate on the zero-step expert and the played distribution is the offline draft's."""
+    _, draft, tok, _ = models
+    arm = _arm("hedge", draft, tok, steps=30)
+    monkeypatch.setattr(L, "online_loss", lambda model, fb, pad_id: float(
+        [0.0, 20.0, 30.0, 40.0][next(i for i, e in enumerate(arm.experts) if e is model)]))
+    for _ in range(2):
+        arm.update(feedback)
+    assert arm.weights[0] > 1 - 1e-12 and arm.weights.argmax() == 0
+    assert not torch.allclose(_probs(arm.experts[1], feedback, tok.pad_token_id),
+                              _probs(draft, feedback, tok.pad_token_id), atol=1e-3)  # the others moved
+    assert torch.allclose(_probs(arm.draft, feedback, tok.pad_token_id),
+                          _probs(draft, feedback, tok.pad_token_id), atol=1e-6)
+
+
+def test_hedge_plays_the_mixture_of_its_experts_distributions_not_their_weight_average(models, feedback):
+    """After two chunks at large rates the experts differ; the played draft's next-token distribution is
+    sum_i w_i q_i, and it differs from that of the weight-space average of the experts (the old form)."""
+    _, draft, tok, _ = models
+    arm = Arm("hedge", draft, 1.0, [0.3, 1.0, 3.0], 0.9, 1.2, 30, 4, 0, tok.pad_token_id)
+    for _ in range(2):
+        arm.update(feedback)
+    assert arm.weights.min() > 0.01  # every expert counts in the mixture
+    pad = tok.pad_token_id
+    played = _probs(arm.draft, feedback, pad)
+    mixture = sum(float(w) * _probs(e, feedback, pad) for w, e in zip(arm.weights, arm.experts))
+    assert torch.allclose(played, mixture, atol=1e-5)
+    averaged = copy.deepcopy(draft)
+    average_into(averaged, arm.experts, arm.weights)
+    assert (played - _probs(averaged, feedback, pad)).abs().max() > 0.05  # the two forms differ here
 
 
 def test_every_tuned_arm_gets_a_tuning_job():

@@ -22,18 +22,26 @@ Textbook forms, beside them:
 - ``optimistic_ogd``: optimistic OGD (Rakhlin & Sridharan; Chiang et al.) with the last gradient as
   the hint: a secondary iterate w^ takes the plain OGD steps, the played draft is w^ - lr * hint, and
   the hint is removed at the next step (:class:`OptimisticSGD`); its state persists across chunks.
-- ``hedge``: Hedge over learning rates: independent OGD experts (one per base rate) that never restart
-  from the mixture; before training on a chunk each expert's loss on it (a loss on data it has not
-  seen: the next-chunk loss) is added to its cumulative loss, and the played draft is the weight-space
-  average with weights softmax(-cumulative loss / T) (:func:`hedge_weights`).
+- ``hedge``: Hedge (exponential weights) over learning rates: independent OGD experts, one per base
+  rate plus a zero-step expert (learning rate 0: the offline draft, never updated, so Hedge can fall
+  back to it when updates hurt); no expert restarts from the others. Before training on a chunk each
+  expert's loss on it (a loss on data it has not seen: the next-chunk loss) is added to its cumulative
+  loss L_i; the played draft is the *mixture* of the experts' next-token distributions,
+  q = sum_i w_i q_i with w = softmax(-L / T) (:func:`hedge_weights`, :class:`MixtureDraft`), not a
+  weight-space average. The zero-step expert trains nothing: the trained experts keep
+  ``steps // len(base rates)`` steps each, the same split and total as the ensemble's. Drafting with
+  the mixture costs one forward pass per expert per drafted token (acceptance length does not see it;
+  the measured wall-clock speedup does).
 """
 
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from .feedback import Feedback, draft_logits, soft_ce
 
@@ -127,6 +135,39 @@ def average_into(target, models, weights) -> None:
             p.copy_(sum(float(w) * ps[name] for w, ps in zip(weights, params)))
 
 
+class MixtureCache:
+    """One KV cache per expert of a :class:`MixtureDraft`, cropped together."""
+
+    def __init__(self, caches):
+        self.caches = caches
+
+    def crop(self, n: int) -> None:
+        for c in self.caches:
+            c.crop(n)
+
+
+class MixtureDraft(torch.nn.Module):
+    """A draft whose next-token distribution is the mixture q = sum_i w_i softmax(logits_i) of its
+    experts'. ``forward`` returns log q as ``.logits``: softmax of them is q exactly, so speculative
+    decoding (sampling, verification, acceptance) and the feedback losses all see the mixture. Each
+    call runs every expert (K forward passes). KV caches: :meth:`new_cache` (one per expert)."""
+
+    def __init__(self, experts, weights):
+        super().__init__()
+        self.experts = torch.nn.ModuleList(experts)
+        self.weights = np.asarray(weights, dtype=float)
+
+    def new_cache(self) -> MixtureCache:
+        return MixtureCache([DynamicCache(config=e.config) for e in self.experts])
+
+    def forward(self, input_ids, past_key_values=None, **kw):
+        caches = past_key_values.caches if past_key_values is not None else [None] * len(self.experts)
+        logq = torch.stack([torch.log_softmax(e(input_ids=input_ids, past_key_values=c, **kw).logits.float(), -1)
+                            for e, c in zip(self.experts, caches)])
+        logw = torch.log(torch.as_tensor(self.weights, dtype=logq.dtype, device=logq.device))
+        return SimpleNamespace(logits=torch.logsumexp(logq + logw.view(-1, *[1] * (logq.dim() - 1)), 0))
+
+
 class Arm:
     """One online learner; ``draft`` is what decodes the next chunk. ``step`` is the effective step."""
 
@@ -145,10 +186,13 @@ class Arm:
             self.opt = torch.optim.SGD(self.draft.parameters(), lr=self.lr, momentum=momentum)
         elif name == "optimistic_ogd":
             self.opt = OptimisticSGD(self.draft.parameters(), lr=self.lr)
-        elif name == "hedge":
-            self.experts = [copy.deepcopy(self.draft) for _ in self.lrs]
-            self.expert_opts = [torch.optim.SGD(e.parameters(), lr=lr) for e, lr in zip(self.experts, self.lrs)]
-            self.cumulative = np.zeros(len(self.lrs))
+        elif name == "hedge":  # expert 0: the zero-step expert (the offline draft); then one per base rate
+            self.experts = [copy.deepcopy(self.draft) for _ in range(len(self.lrs) + 1)]
+            self.expert_opts = [None] + [torch.optim.SGD(e.parameters(), lr=lr)
+                                         for e, lr in zip(self.experts[1:], self.lrs)]
+            self.cumulative = np.zeros(len(self.experts))
+            self.weights = np.full(len(self.experts), 1 / len(self.experts))
+            self.draft = MixtureDraft(self.experts, self.weights)
 
     def update(self, fb: Feedback) -> None:
         if self.name == "offline":
@@ -177,8 +221,9 @@ class Arm:
     def _hedge_update(self, fb: Feedback) -> None:
         # next-chunk losses first: each expert is scored on the chunk before it trains on it
         self.cumulative = self.cumulative + np.array([online_loss(e, fb, self.pad_id) for e in self.experts])
-        per_expert = max(1, self.steps // len(self.lrs))
+        per_expert = max(1, self.steps // len(self.lrs))  # the zero-step expert takes no share
         for expert, opt in zip(self.experts, self.expert_opts):
-            sgd_steps(expert, opt, fb, per_expert, self.batch_size, self.rng, self.pad_id)
+            if opt is not None:
+                sgd_steps(expert, opt, fb, per_expert, self.batch_size, self.rng, self.pad_id)
         self.weights = hedge_weights(self.cumulative, self.temperature)
-        average_into(self.draft, self.experts, self.weights)
+        self.draft.weights = self.weights  # the played draft: the mixture of the experts' distributions

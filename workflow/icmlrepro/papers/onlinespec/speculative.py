@@ -6,6 +6,7 @@ feedback: the target's distribution at every drafted position), ``verify`` decid
 are accepted and which token follows, and both caches are cropped back to the accepted prefix.
 Greedy mode accepts while the proposal equals the target's argmax, so the output equals the target's
 greedy output token for token; sampling mode is exact speculative sampling (temperature 1).
+A draft with its own caches (``new_cache``: Hedge's mixture, one per expert) brings them.
 Inputs are built on the models' device. The host timer is a true wall clock on CUDA too: every round
 ends by reading the accepted count and the next token to the host, which waits for the device.
 """
@@ -48,7 +49,8 @@ def _forward(model, ids, cache):
 def speculative_generate(target, draft, prompt_ids: list[int], max_new_tokens: int, gamma: int, eos_id: int,
                          greedy: bool = True, generator: torch.Generator | None = None) -> SpecResult:
     t0 = time.perf_counter()
-    tc, dc = DynamicCache(config=target.config), DynamicCache(config=draft.config)
+    tc = DynamicCache(config=target.config)
+    dc = draft.new_cache() if hasattr(draft, "new_cache") else DynamicCache(config=draft.config)
     if len(prompt_ids) > 1:
         _forward(target, [prompt_ids[:-1]], tc)
         _forward(draft, [prompt_ids[:-1]], dc)
