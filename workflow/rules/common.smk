@@ -13,6 +13,10 @@ from icmlrepro.core.config import ConfigError, paper_settings, validate_config
 from icmlrepro.core.device import gpu_resources
 from icmlrepro.core.config import CHECK_HINT
 from icmlrepro.core.offline import job_environment
+from icmlrepro.core.scheduler_wakeups import one_pending_wakeup
+
+# Snakemake's scheduler otherwise gains a 1-second wake-up per finished job (see the module).
+one_pending_wakeup()
 
 # Where the config came from, lowest precedence first, so that an error names the file and line.
 _cli_configfiles = [str(f) for f in workflow.config_settings.configfiles]
