@@ -297,6 +297,31 @@ def test_tuning_uses_the_same_grid_picks_the_best_val_rate_breaks_ties_to_the_de
     assert train.val_accuracy(pol, splits["val"]) == pytest.approx(float((splits["val"]["answer"] == 0).mean()))
 
 
+def test_a_rate_that_diverges_stops_training_is_flagged_and_is_never_picked(splits, monkeypatch):
+    """The default run's failure (grpo_cfshuf at the grid's top rate: NaN logits, the job crashed): a run whose
+    parameters go non-finite stops at that iteration with ``diverged`` in its log, scores 0 on validation and
+    is not picked while another rate trained."""
+    s = {**TRAIN_S, "iterations": 3}
+    real_update = train.grpo.update
+
+    def poisoned(*a, **kw):  # the optimiser step at lr 0.01 blows up
+        st = real_update(*a, **kw)
+        opt = a[5]
+        if opt.param_groups[0]["lr"] == 0.01:
+            with torch.no_grad():
+                next(iter(opt.param_groups[0]["params"])).fill_(float("nan"))
+        return st
+
+    monkeypatch.setattr(train.grpo, "update", poisoned)
+    pol, log, _ = train.train("grpo", splits["train"], s, seed=0, lr=0.01)
+    assert train.diverged(pol) and len(log) == 1 and log["diverged"].iloc[-1] == 1.0
+    run, rec = train.tune("grpo", splits["train"], splits["val"], s, seed=0)
+    by_lr = {r["lr"]: r for r in rec["grid"]}
+    assert by_lr[0.01]["diverged"] and by_lr[0.01]["val_acc"] == 0.0
+    assert rec["chosen_lr"] != 0.01 and not train.diverged(run["policy"])
+    assert not any(by_lr[lr]["diverged"] for lr in (0.001, 0.003))
+
+
 # --- the smoke chain through Snakemake ------------------------------------------------------------
 from .conftest import check_smoke_paper  # noqa: E402
 

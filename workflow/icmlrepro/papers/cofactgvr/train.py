@@ -160,7 +160,15 @@ def train(arm: str, train_split: dict, s: dict, seed: int, lr: float) -> tuple[G
                          torch.ones_like(logp_old, dtype=torch.bool), opt, cfg, rng, G)
         rows.append({"iteration": it, "train_acc": float(correct.mean()), "evidence_hit": float((e == t).float().mean()),
                      "format": float(valid.mean()), "bonus": float(bonus.mean()), **st})
+        if diverged(policy):  # a rate too large for this arm: stop here (the next sampling step would fail on NaN)
+            rows[-1]["diverged"] = 1.0
+            break
     return policy, pd.DataFrame(rows), start
+
+
+def diverged(policy: GVRPolicy) -> bool:
+    """A parameter went non-finite (Adam at a rate too large for the arm)."""
+    return not all(bool(torch.isfinite(p).all()) for p in policy.parameters())
 
 
 def val_accuracy(policy: GVRPolicy, split: dict) -> float:
@@ -179,8 +187,9 @@ def tune(arm: str, train_split: dict, val_split: dict, s: dict, seed: int) -> tu
     """Train ``seed`` with every rate of ``lr_grid``; (the run at the picked rate, the tuning record)."""
     grid = sorted(s["lr_grid"])
     runs = {lr: timed_train(arm, train_split, s, seed, lr) for lr in grid}
-    rows = [{"lr": lr, "val_acc": val_accuracy(r["policy"].eval(), val_split), "train_seconds": r["train_seconds"]}
-            for lr, r in runs.items()]
+    # a diverged run scores 0 on validation, so it is picked only if every rate diverged
+    rows = [{"lr": lr, "val_acc": 0.0 if diverged(r["policy"]) else val_accuracy(r["policy"].eval(), val_split),
+             "train_seconds": r["train_seconds"], "diverged": diverged(r["policy"])} for lr, r in runs.items()]
     best, se, tied = pick_rate(rows, len(val_split["answer"]), s["lr_default"])
     record = {"arm": arm, "seed": seed, "grid": rows, "chosen_lr": best, "val_acc_se": se, "tied_rates": tied,
               "ties": len(tied) - 1, "at_grid_edge": at_grid_edge(best, grid)}
