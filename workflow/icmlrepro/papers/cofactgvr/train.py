@@ -187,9 +187,11 @@ def tune(arm: str, train_split: dict, val_split: dict, s: dict, seed: int) -> tu
     """Train ``seed`` with every rate of ``lr_grid``; (the run at the picked rate, the tuning record)."""
     grid = sorted(s["lr_grid"])
     runs = {lr: timed_train(arm, train_split, s, seed, lr) for lr in grid}
-    # a diverged run scores 0 on validation, so it is picked only if every rate diverged
-    rows = [{"lr": lr, "val_acc": 0.0 if diverged(r["policy"]) else val_accuracy(r["policy"].eval(), val_split),
-             "train_seconds": r["train_seconds"], "diverged": diverged(r["policy"])} for lr, r in runs.items()]
+    rows = []
+    for lr, r in runs.items():  # a diverged run scores 0 on validation: picked only if every rate diverged
+        bad = diverged(r["policy"])
+        rows.append({"lr": lr, "val_acc": 0.0 if bad else val_accuracy(r["policy"].eval(), val_split),
+                     "train_seconds": r["train_seconds"], "diverged": bad})
     best, se, tied = pick_rate(rows, len(val_split["answer"]), s["lr_default"])
     record = {"arm": arm, "seed": seed, "grid": rows, "chosen_lr": best, "val_acc_se": se, "tied_rates": tied,
               "ties": len(tied) - 1, "at_grid_edge": at_grid_edge(best, grid)}
