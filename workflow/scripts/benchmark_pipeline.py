@@ -351,9 +351,11 @@ def run_measured(cmd: list[str], cwd: Path, poll_s: float = 0.5) -> dict:
             "snakemake_own_cpu_s": own, "all_processes_cpu_s": waited}
 
 
-def whole_dag(scale: str, cores: int, nice: int, scheduler: str | None = None, papers: list[str] | None = None) -> Path:
+def whole_dag(scale: str, cores: int, nice: int, scheduler: str | None = None, papers: list[str] | None = None,
+              keep_going: bool = False) -> Path:
     """Run every configured paper (or ``papers``) at ``scale`` in a scratch copy; record the measured wall time and
-    Snakemake's own CPU there."""
+    Snakemake's own CPU there. ``keep_going``: a failed job stops only what depends on it (Snakemake runs the DAG
+    breadth-first, so without it one late failure leaves almost no paper complete)."""
     work = scratch()
     print(f"running the whole {scale} DAG in {work}", flush=True)
     cmd = ["nice", "-n", str(nice), SNAKEMAKE, "--cores", str(cores), "--config", f"scale={scale}"]
@@ -361,6 +363,8 @@ def whole_dag(scale: str, cores: int, nice: int, scheduler: str | None = None, p
         cmd.append(f"papers=[{','.join(papers)}]")
     if scheduler:
         cmd += ["--scheduler", scheduler]
+    if keep_going:
+        cmd.append("--keep-going")
     load = os.getloadavg()[0]
     m = run_measured(cmd, work)
     (work / RUN_RECORD).write_text(json.dumps({"command": cmd, "cores": cores, "scale": scale, "wall_s": m["wall_s"],
@@ -410,6 +414,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--analyse", metavar="RUN_DIR", type=Path, help="only read this finished run and report")
     ap.add_argument("--default", action="store_true", help="also run the whole default-scale DAG")
+    ap.add_argument("--no-smoke", action="store_true", help="with --default: skip the whole smoke DAG")
+    ap.add_argument("--keep-going", action="store_true", help="whole-DAG runs go on past a failed job")
     ap.add_argument("--per-paper", action="store_true", help="also time each paper's smoke chain alone")
     ap.add_argument("--imports", action="store_true", help="only measure each stage's start-up (imports)")
     ap.add_argument("--cores", type=int, default=2)
@@ -445,8 +451,9 @@ def main() -> None:
                          timed([SNAKEMAKE, "-n", "--config", f"scale={scale}"], work)))
         shutil.rmtree(work)
     chosen = args.papers.split(",") if args.papers else None
-    for scale in ("smoke",) + (("default",) if args.default else ()):
-        run = whole_dag(scale, args.cores, args.nice, args.scheduler, chosen)
+    scales = (() if args.no_smoke and args.default else ("smoke",)) + (("default",) if args.default else ())
+    for scale in scales:
+        run = whole_dag(scale, args.cores, args.nice, args.scheduler, chosen, args.keep_going)
         a = analyse(run)
         analyses.append(a)
         rows.append((f"whole DAG, {len(chosen or papers)} papers, {scale}, {args.cores} cores"
