@@ -192,3 +192,19 @@ def planted_verdict(paper: str, claim_id: str, means: dict[str, float], n: int =
     for name, mean in means.items():
         mf.add(name, [mean + step * k for k in range(n)])
     return V.judge_claim(claim, mf).verdict
+
+
+def planted_gate(paper: str, gate_id: str, means: dict[str, float], n: int = 5, step: float = 0.005,
+                 scale: str = "default") -> str:
+    """The state of ``paper``'s gate ``gate_id`` ("holds", "fails", "undecided") on planted metrics, planted as
+    in :func:`planted_verdict`."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+    from icmlrepro.core.metrics import MetricsFile
+
+    gate = {g.id: g for g in load_claims(paper).gates}[gate_id]
+    assert gate.applies(scale), f"gate {gate_id} is not judged at {scale}"
+    mf = MetricsFile(paper, scale, replicates=list(range(n)))
+    for name, mean in means.items():
+        mf.add(name, [mean + step * k for k in range(n)])
+    return V.judge_gate(gate, mf).state

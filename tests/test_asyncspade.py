@@ -21,7 +21,7 @@ from icmlrepro.papers.asyncspade.selectors import (
     topk_indices,
 )
 
-from .conftest import check_smoke_paper, copy_workflow, non_timing, run_interpreted, snakemake
+from .conftest import check_smoke_paper, copy_workflow, non_timing, planted_gate, run_interpreted, snakemake
 
 
 def test_accuracy_claims_are_judged_at_the_headline_budget():
@@ -337,3 +337,25 @@ def test_gather_reference_reads_any_cache_layout(layout):
     q, idx = torch.randn(2, 4, 8, generator=g), torch.randint(0, 30, (2, 4, 9), generator=g)
     ref = kernels.gather_attention_reference(q, keys.contiguous(), values.contiguous(), idx, 0.3)
     assert torch.allclose(kernels.gather_attention_reference(q, keys, values, idx, 0.3), ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("scale,budget", [("smoke", 16), ("default", 32), ("paper", 2048)])
+def test_budget_gate_fails_where_the_headline_budget_costs_no_accuracy(scale, budget):
+    """If Quest at the headline budget answers as often as full attention, the budget removes nothing and
+    'AsyncSpade matches' holds for any predictor: the gate of that scale fails."""
+    quest = f"accuracy.quest.b{budget}"
+    gate = f"budget_binds_{scale}"
+    assert planted_gate("asyncspade", gate, {"accuracy.full": 0.6, quest: 0.6}, scale=scale) == "fails"
+    assert planted_gate("asyncspade", gate, {"accuracy.full": 0.6, quest: 0.48}, scale=scale) == "holds"
+
+
+def test_budget_gates_name_each_scales_headline_budget():
+    import yaml
+
+    from icmlrepro.core.claims import load_claims
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())["asyncspade"]
+    gates = {g.id: g for g in load_claims("asyncspade").gates}
+    for scale in ("smoke", "default", "paper"):
+        (cond,) = gates[f"budget_binds_{scale}"].conditions
+        assert cond.minus == f"accuracy.quest.b{cfg[scale]['headline_budget']}"

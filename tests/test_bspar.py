@@ -14,7 +14,7 @@ import torch
 from icmlrepro.papers.bspar import agent, baselines, data, evaluate, tools, train
 from icmlrepro.papers.bspar.reward_model import BayesLogistic
 
-from .conftest import check_smoke_paper, planted_verdict
+from .conftest import check_smoke_paper, planted_gate, planted_verdict
 
 SMALL = {"size": 12, "n_train": 12, "n_val": 6, "n_test": 6, "p_extra_degradation": 0.3, "seeds": [0, 1]}
 
@@ -353,3 +353,10 @@ def test_prompt_recipe_is_tuned_within_the_agents_horizon():
         within = baselines.recipes_within(horizon)
         assert within and all(calls[r] <= horizon for r in within)
         assert set(baselines.RECIPE_GRID) - set(within) == {r for r in calls if calls[r] > horizon}
+
+
+def test_aigc_gate_fails_when_the_aigc_editor_is_no_better_than_leaving_the_photo_unedited():
+    """beats_aigc_95 measures a relative gain over the AIGC-style editor; over an editor no better than a no-op
+    the gain only says B-Spar edits at all, so the gate fails and the claim reads not testable."""
+    assert planted_gate("bspar", "aigc_beats_no_edit", {"success.aigc": 0.10, "success.identity": 0.12}) == "fails"
+    assert planted_gate("bspar", "aigc_beats_no_edit", {"success.aigc": 0.19, "success.identity": 0.12}) == "holds"

@@ -202,7 +202,7 @@ def test_a_guard_learns_the_conjunction_on_the_training_pairs(built):
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
-from .conftest import check_smoke_paper  # noqa: E402
+from .conftest import check_smoke_paper, planted_verdict  # noqa: E402
 
 
 @pytest.mark.integration
@@ -346,3 +346,12 @@ def test_a_prediction_joined_to_another_seeds_test_set_is_caught():
         pred_unsafe=True, pred_type="fire", pred_hazard="stove", arm="a", seed=1)  # seed 0's pairs labelled seed 1
     with pytest.raises(ValueError, match="one to one"):
         evaluate.join_labels(pred, te[keep])
+
+
+def test_a_guard_that_flags_everything_is_not_competitive():
+    """On the risky splits (unsafe pairs only) accuracy is recall, which flagging everything maximises; over all
+    four splits such a guard scores a coin flip and is not competitive with the stand-in."""
+    flag_all = {"risk_acc_guard_minus_salience.risky": 0.0, "risk_acc.guard.all": 0.5, "risk_acc.salience.all": 0.8}
+    assert planted_verdict("embguard", "competitive_with_proprietary", flag_all) == "not reproduced"
+    close = {"risk_acc_guard_minus_salience.risky": 0.0, "risk_acc.guard.all": 0.79, "risk_acc.salience.all": 0.8}
+    assert planted_verdict("embguard", "competitive_with_proprietary", close) == "reproduced"

@@ -292,7 +292,7 @@ def test_few_events_claim_compares_with_the_strongest_baseline():
     assert list(got["tuned_interior.voxel_cnn"]) == [1.0] * 3
 
 
-from .conftest import check_smoke_paper  # noqa: E402
+from .conftest import check_smoke_paper, planted_verdict  # noqa: E402
 
 
 @pytest.mark.integration
@@ -376,3 +376,10 @@ def test_foreach_adamw_trains_the_same_weights_bit_for_bit(monkeypatch):
         assert all(torch.equal(fast[k], slow[k]) for k in fast)
         assert any(not torch.equal(fast[k], v) for k, v in T.build(arm, 4, s).state_dict().items())  # it trained
 
+
+def test_parameter_efficiency_is_judged_against_every_named_baseline():
+    """More accuracy per parameter than the two CNNs but less than the point-set network is not 'parameter
+    efficient' against the baselines."""
+    means = {"acc_per_param_ratio_event2vec_vs_frame_cnn": 1.5, "acc_per_param_ratio_event2vec_vs_voxel_cnn": 1.4,
+             "acc_per_param_ratio_event2vec_vs_point_set": 0.7}
+    assert planted_verdict("event2vec", "parameter_efficient", means) == "not reproduced"

@@ -469,7 +469,7 @@ def test_untrained_foundation_starts_from_seasonal_naive():
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
-from .conftest import check_smoke_paper  # noqa: E402
+from .conftest import check_smoke_paper, planted_verdict  # noqa: E402
 
 
 @pytest.mark.integration
@@ -479,3 +479,13 @@ def test_smoke_chain_outputs_and_verdicts(smoke_run):
     assert metrics.get("real.mase.snaive").values == [1.0] * len(metrics.replicates)
     assert metrics.get("context_items_after_forecast_start").values == [0.0] * len(metrics.replicates)
     assert min(metrics.get("unbounded.context_items_after_forecast_start").values) > 0  # the audit bites
+
+
+def test_text_ensemble_must_beat_its_no_text_twin_not_only_the_shuffled_text_control():
+    """Planted: the ensemble beats the best single model, another window's text hurts, and the same ensemble
+    with the text removed wins as much: the text adds nothing, so the claim must not read reproduced."""
+    means = {"mase_best_single_minus_text_ensemble": 0.05, "mase_best_single_minus_text_ensemble_shuffled": -0.02,
+             "mase_best_single_minus_text_ensemble_notext": 0.06}
+    assert planted_verdict("timesx", "text_ensemble_wins", means) == "not reproduced"
+    means["mase_best_single_minus_text_ensemble_notext"] = 0.01
+    assert planted_verdict("timesx", "text_ensemble_wins", means) == "reproduced"

@@ -404,7 +404,7 @@ def test_topology_claim_is_controlled_by_the_noise_arm():
 
 
 # --- the smoke chain through Snakemake ------------------------------------------------------------
-from .conftest import check_smoke_paper, planted_verdict  # noqa: E402
+from .conftest import check_smoke_paper, planted_gate, planted_verdict  # noqa: E402
 
 
 @pytest.mark.integration
@@ -429,3 +429,10 @@ def test_topology_claim_fails_against_a_budget_matched_adapter_that_wins_without
 
     assert planted(0.68) == V.REPRODUCED
     assert planted(0.78) == V.NOT_REPRODUCED
+
+
+def test_full_ft_gate_fails_when_the_frozen_backbone_is_within_the_on_par_margin():
+    """'Comparable to full fine-tuning' (at most 2 points below) must be a test the untouched backbone + head
+    fails; where full fine-tuning adds only 1 point over it, the gate fails (checklist 16)."""
+    assert planted_gate("topadapter", "full_ft_discriminates", {"acc.full_ft": 0.80, "acc.head": 0.79}) == "fails"
+    assert planted_gate("topadapter", "full_ft_discriminates", {"acc.full_ft": 0.80, "acc.head": 0.70}) == "holds"
