@@ -326,13 +326,39 @@ def test_grid_optimum_names_interior_and_edge_optima():
     rows = ([{"arm": "a", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.5, 2.0, 1.8, 1.1])]
             + [{"arm": "b", "step": s, "acceptance_length": v} for s, v in zip(grid, [2.0, 1.9, 1.5, 1.0])]
             + [{"arm": "c", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.2, 1.4, 1.6])]
-            + [{"arm": "d", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.7, 1.7, 1.6])])
+            + [{"arm": "d", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.7, 1.7, 1.6])]
+            + [{"arm": "e", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.7, 1.7, 1.6, 1.6])])
     import pandas as pd
-    opt = grid_optimum(pd.DataFrame(rows), grid)
-    assert opt["a"] == {"step": 0.1, "interior": True, "edge": ""}
-    assert opt["b"] == {"step": 0.01, "interior": False, "edge": "smallest"}
-    assert opt["c"] == {"step": 10.0, "interior": False, "edge": "largest"}
-    assert opt["d"]["step"] == 0.1 and opt["d"]["interior"]  # a tie goes to the smaller step
+    opt = grid_optimum(pd.DataFrame(rows), grid, default=1.0)
+    assert {k: opt["a"][k] for k in ("step", "interior", "edge")} == {"step": 0.1, "interior": True, "edge": ""}
+    assert {k: opt["b"][k] for k in ("step", "interior", "edge")} == {"step": 0.01, "interior": False,
+                                                                          "edge": "smallest"}
+    assert {k: opt["c"][k] for k in ("step", "interior", "edge")} == {"step": 10.0, "interior": False,
+                                                                          "edge": "largest"}
+    assert opt["d"]["step"] == 1.0 and opt["d"]["tie_to_default"]  # an exact tie goes to the default
+    # tied at the smallest step and the next: the pick (nearer the default) is interior, the optimum is not bracketed
+    assert opt["e"]["step"] == 0.1 and not opt["e"]["interior"] and opt["e"]["edge"] == "smallest"
+
+
+def _chunked(arm: str, grid: list[float], per_chunk: list[list[float]]) -> list[dict]:
+    return [{"arm": arm, "step": s, "acceptance_length": float(np.mean(c)), "chunk_acceptance": c}
+            for s, c in zip(grid, per_chunk)]
+
+
+def test_grid_optimum_ties_within_one_standard_error_go_to_the_default_step():
+    """The best step beats the default by 0.02 on average. Where its per-chunk lead is noisy (SE of the paired
+    difference 0.04) that is a tie and the default is picked; where the same lead is steady (SE 0.002) the best
+    is picked. A step that loses by many SEs never ties."""
+    import pandas as pd
+    grid = [0.01, 0.1, 1.0]
+    noisy = [[2.06, 1.98, 2.10, 1.94], [2.0, 2.0, 2.0, 2.0], [1.5, 1.5, 1.5, 1.5]]  # 0.01 leads by 0.02 +- 0.04
+    steady = [[2.021, 2.019, 2.022, 2.018], [2.0, 2.0, 2.0, 2.0], [1.5, 1.5, 1.5, 1.5]]
+    opt = grid_optimum(pd.DataFrame(_chunked("noisy", grid, noisy) + _chunked("steady", grid, steady)), grid, 0.1)
+    assert opt["noisy"]["step"] == 0.1 and opt["noisy"]["tie_to_default"] and opt["noisy"]["tied"] == [0.01, 0.1]
+    assert opt["noisy"]["best_by_score"] == 0.01 and not opt["noisy"]["interior"]  # the optimum is still flagged
+    assert opt["steady"]["step"] == 0.01 and not opt["steady"]["tie_to_default"]
+    assert opt["noisy"]["selection_se"]["0.01"] == 0.0 and 0.03 < opt["noisy"]["selection_se"]["0.1"] < 0.05
+    assert 1.0 not in opt["noisy"]["tied"]
 
 
 def test_within_chunk_correlation_removes_the_chunk_effect():
@@ -362,11 +388,32 @@ def test_family_speedup_is_the_mean_over_families_not_the_max():
                          "accept_rate": 0.5, "loss": 1.0 + 0.1 * L.ARMS.index(arm) + chunk,
                          "comparator_loss": 0.5, "acceptance_length": 20 / rounds,
                          "target_seconds": 1.0, "spec_seconds": 1.0})
-    out = per_seed(pd.DataFrame(rows), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0}, 4)
+    out = per_seed(pd.DataFrame(rows), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0}, 4, "ensemble")
     assert out["rel_speedup_vs_offline.add"] == pytest.approx(1.0)   # ensemble: 4 vs 2 tokens/round
     assert out["rel_speedup_vs_offline.dyck"] == pytest.approx(0.0)
     assert out["mean_rel_speedup_onlinespec_vs_offline"] == pytest.approx(0.5)
     assert out["accept_len.best_onlinespec"] == out["accept_len.ensemble"]
+
+
+def test_headline_arm_is_fixed_on_the_tuning_stream_not_picked_per_test_stream():
+    """On the tuning stream the optimistic arm accepts more, so it is the headline arm, also on a test stream
+    where the ensemble accepts more (a per-seed best-of-two would have taken the ensemble there)."""
+    import pandas as pd
+
+    from icmlrepro.papers.onlinespec.evaluate import headline_arm
+
+    tuning = {"best_step": {"optimistic": 0.1, "ensemble": 0.1},
+              "grid": [{"arm": "optimistic", "step": 0.1, "acceptance_length": 2.6},
+                       {"arm": "ensemble", "step": 0.1, "acceptance_length": 2.5},
+                       {"arm": "ensemble", "step": 1.0, "acceptance_length": 2.9}]}  # not its tuned step
+    assert headline_arm(tuning) == "optimistic"
+    rows = [{"seed": 0, "chunk": 0, "family": "add", "arm": arm, "tokens": 20,
+             "rounds": 5 if arm == "ensemble" else 10, "accept_rate": 0.5, "loss": 1.0, "comparator_loss": 0.5, "acceptance_length": 2.0,
+             "target_seconds": 1.0, "spec_seconds": 1.0} for arm in L.ARMS]
+    out = per_seed(pd.DataFrame(rows), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0}, 4,
+                   headline_arm(tuning))
+    assert out["accept_len.best_onlinespec"] == out["accept_len.optimistic"] == 2.0 < out["accept_len.ensemble"]
+    assert out["headline_onlinespec_is_ensemble"] == 0.0
 
 
 # --- the smoke chain ------------------------------------------------------------------------------------
@@ -415,14 +462,15 @@ def _planted_stream(seed: int, broken: str | None) -> "pd.DataFrame":
 
 def _planted_tuning(broken: str | None) -> dict:
     """Tuning records with the optimum inside GRID for every arm; a ``broken`` arm accepts what the offline
-    draft does at every step (ties go to the smallest step: an edge), "all" breaks every arm."""
+    draft does at every step (its pick ties to the default, its best by score is the smallest step: an edge),
+    "all" breaks every arm."""
     grid, best, interior = [], {}, {}
     for arm in L.TUNED:
         flat = broken in (arm, "all")
         values = [2.0] * len(GRID) if flat else [2.1, 2.5, 2.3, 1.2]
         grid += [{"arm": arm, "step": s, "acceptance_length": v} for s, v in zip(GRID, values)]
     import pandas as pd
-    for arm, opt in grid_optimum(pd.DataFrame(grid), GRID).items():
+    for arm, opt in grid_optimum(pd.DataFrame(grid), GRID, GRID[1]).items():
         best[arm], interior[arm] = opt["step"], opt["interior"]
     return {"grid": grid, "best_step": best, "interior": interior, "offline_acceptance_length": 2.0}
 
@@ -436,7 +484,7 @@ def _gates(broken_stream=None, broken_tuning=None) -> dict:
     seeds = [0, 1, 2, 3, 4]
     tuned = tuning_values(_planted_tuning(broken_tuning))
     values = [{**per_seed(_planted_stream(s, broken_stream), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0},
-                          4), **tuned} for s in seeds]
+                          4, "ensemble"), **tuned} for s in seeds]
     mf = MetricsFile("onlinespec", "default", replicate="seed", replicates=seeds)
     for name in values[0]:
         mf.add(name, [v[name] for v in values])

@@ -210,6 +210,7 @@ CROSS_REFERENCES = (
     ("graph_alignment", "tune.source", "sources"),
     ("graph_alignment", "transfer.source", "sources"),
     ("asyncspade", "headline_budget", "budgets"),
+    ("onlinespec", "default_step", "step_grid"),
 )
 
 

@@ -9,7 +9,8 @@ dynamic regret is, per chunk, the offline draft fitted to that chunk in hindsigh
 
 The stage named ``tune`` runs the same loop on the tuning stream without timings, for every learning
 arm and every effective step lr / (1 - momentum) of ``step_grid`` (the ensembles: the middle of
-their base rates), and keeps the best step per arm by acceptance length: the same grid and budget
+their base rates), and keeps the best step per arm by acceptance length, steps within one standard error
+of the best tying to the declared ``default_step`` (``grid_optimum``): the same grid, default and budget
 for every baseline and method. It records whether each optimum is interior to the grid or at an
 edge (then the grid did not bracket it), and the offline draft's acceptance on the same tuning stream
 (the reference the tuned arms must beat there).
@@ -26,6 +27,7 @@ import torch
 from icmlrepro.core.device import torch_device
 from icmlrepro.core.io import read_parquet, write_json, write_parquet
 from icmlrepro.core.seeding import derive_seed, seed_everything
+from icmlrepro.core.tuning import pick_with_ties
 from icmlrepro.lm.model import load
 
 from .arms import read_tuning
@@ -124,15 +126,33 @@ def run(job) -> None:
     write_json(job.output.costs, {"seed": seed, **cost_ratio(target, draft, tok)})
 
 
-def grid_optimum(table: pd.DataFrame, grid: list[float]) -> dict:
-    """Per arm: the best step by acceptance length (ties: the smaller step) and whether it is interior
-    to ``grid`` (an optimum at the smallest or largest step was not bracketed by the grid)."""
+def grid_optimum(table: pd.DataFrame, grid: list[float], default: float) -> dict:
+    """Per arm: the step picked by acceptance length, where a step whose deficit to the best is within one
+    standard error is a tie that goes to ``default`` (else to the tied step nearest it on the log scale;
+    ``core.tuning.pick_with_ties``), so the pick is decided only by differences the tuning stream can tell
+    apart. The standard error is that of the paired per-chunk difference from the best step (every step runs
+    the same chunks; ``chunk_acceptance`` per row); rows without it tie only exactly. ``interior`` says
+    whether the best by score alone lies inside ``grid`` (an optimum at the smallest or largest step was not
+    bracketed by the grid, whatever the tie rule then picks)."""
     lo, hi = min(grid), max(grid)
     out = {}
     for arm, g in table.groupby("arm", sort=False):
-        best = float(g.sort_values(["acceptance_length", "step"], ascending=[False, True]).step.iloc[0])
-        out[arm] = {"step": best, "interior": bool(lo < best < hi),
-                    "edge": "smallest" if best == lo else "largest" if best == hi else ""}
+        g = g.sort_values("step")
+        steps, acc = [float(v) for v in g.step], [float(v) for v in g.acceptance_length]
+        best = max(range(len(steps)), key=lambda i: (acc[i], -steps[i]))
+        se = [0.0] * len(steps)
+        if "chunk_acceptance" in g and all(isinstance(c, (list, np.ndarray)) for c in g.chunk_acceptance):
+            per = np.array([np.asarray(c, dtype=float) for c in g.chunk_acceptance])
+            diff = per[best] - per
+            se = (diff.std(axis=1, ddof=1) / np.sqrt(per.shape[1])).tolist() if per.shape[1] > 1 else se
+        # deficits in units of their standard error; the best scores 0 and a tie is a deficit of at most one SE
+        z = [0.0 if i == best else -(acc[best] - acc[i]) / se[i] if se[i] > 0 else (0.0 if acc[i] == acc[best]
+             else -np.inf) for i in range(len(steps))]
+        pick = pick_with_ties(steps, z, default, tolerance=1.0 if any(se) else 0.0)
+        out[arm] = {"step": pick.value, "interior": bool(lo < steps[best] < hi),
+                    "edge": "smallest" if steps[best] == lo else "largest" if steps[best] == hi else "",
+                    "best_by_score": steps[best], "tied": pick.tied, "tie_to_default": pick.moved_by_tie,
+                    "selection_se": dict(zip(map(str, steps), se))}
     return out
 
 
@@ -146,8 +166,12 @@ def run_tune(job) -> None:
     for step in p["step_grid"]:
         res = run_stream(df, target, draft, tok, p, seed, {arm: step}, timed=False, arms=(arm,))
         rows.append({"arm": arm, "step": step, "acceptance_length": float(res.tokens.sum() / res.rounds.sum()),
-                     "loss": float(res.loss.mean())})
-    opt = grid_optimum(pd.DataFrame(rows), p["step_grid"])[arm]
+                     "loss": float(res.loss.mean()),
+                     "chunk_acceptance": [float(v) for v in res.tokens / res.rounds]})
+    opt = grid_optimum(pd.DataFrame(rows), p["step_grid"], p["default_step"])[arm]
     write_json(job.output.steps, {"tuning_seed": seed, "arm": arm, "grid": rows, "best_step": {arm: opt["step"]},
                                   "offline_acceptance_length": float(off.tokens.sum() / off.rounds.sum()),
-                                  "interior": {arm: opt["interior"]}, "edge": {arm: opt["edge"]}})
+                                  "interior": {arm: opt["interior"]}, "edge": {arm: opt["edge"]},
+                                  "default_step": p["default_step"], "best_by_score": {arm: opt["best_by_score"]},
+                                  "tied": {arm: opt["tied"]}, "tie_to_default": {arm: opt["tie_to_default"]},
+                                  "selection_se": {arm: opt["selection_se"]}})
