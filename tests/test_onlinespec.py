@@ -326,39 +326,36 @@ def test_grid_optimum_names_interior_and_edge_optima():
     rows = ([{"arm": "a", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.5, 2.0, 1.8, 1.1])]
             + [{"arm": "b", "step": s, "acceptance_length": v} for s, v in zip(grid, [2.0, 1.9, 1.5, 1.0])]
             + [{"arm": "c", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.2, 1.4, 1.6])]
-            + [{"arm": "d", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.7, 1.7, 1.6])]
-            + [{"arm": "e", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.7, 1.7, 1.6, 1.6])])
+            + [{"arm": "d", "step": s, "acceptance_length": v} for s, v in zip(grid, [1.0, 1.7, 1.7, 1.6])])
     import pandas as pd
-    opt = grid_optimum(pd.DataFrame(rows), grid, default=1.0)
+    opt = grid_optimum(pd.DataFrame(rows), grid)
     assert {k: opt["a"][k] for k in ("step", "interior", "edge")} == {"step": 0.1, "interior": True, "edge": ""}
     assert {k: opt["b"][k] for k in ("step", "interior", "edge")} == {"step": 0.01, "interior": False,
                                                                           "edge": "smallest"}
     assert {k: opt["c"][k] for k in ("step", "interior", "edge")} == {"step": 10.0, "interior": False,
                                                                           "edge": "largest"}
-    assert opt["d"]["step"] == 1.0 and opt["d"]["tie_to_default"]  # an exact tie goes to the default
-    # tied at the smallest step and the next: the pick (nearer the default) is interior, the optimum is not bracketed
-    assert opt["e"]["step"] == 0.1 and not opt["e"]["interior"] and opt["e"]["edge"] == "smallest"
+    assert opt["d"]["step"] == 0.1 and opt["d"]["interior"]  # a tie goes to the smaller step
+    assert opt["a"]["runner_up_margin"] == pytest.approx(0.2)
 
 
-def _chunked(arm: str, grid: list[float], per_chunk: list[list[float]]) -> list[dict]:
-    return [{"arm": arm, "step": s, "acceptance_length": float(np.mean(c)), "chunk_acceptance": c}
-            for s, c in zip(grid, per_chunk)]
-
-
-def test_grid_optimum_ties_within_one_standard_error_go_to_the_default_step():
-    """The best step beats the default by 0.02 on average. Where its per-chunk lead is noisy (SE of the paired
-    difference 0.04) that is a tie and the default is picked; where the same lead is steady (SE 0.002) the best
-    is picked. A step that loses by many SEs never ties."""
+def test_grid_optimum_states_the_picks_standard_error_from_paired_chunks():
+    """The best step leads the runner-up by 0.02 on average: with a noisy per-chunk lead its standard error is
+    ~0.037 (the pick is within noise), with a steady lead ~0.001; the pick itself is the best either way."""
     import pandas as pd
     grid = [0.01, 0.1, 1.0]
-    noisy = [[2.06, 1.98, 2.10, 1.94], [2.0, 2.0, 2.0, 2.0], [1.5, 1.5, 1.5, 1.5]]  # 0.01 leads by 0.02 +- 0.04
+
+    def rows(arm, per_chunk):
+        return [{"arm": arm, "step": s, "acceptance_length": float(np.mean(c)), "chunk_acceptance": c}
+                for s, c in zip(grid, per_chunk)]
+
+    noisy = [[2.06, 1.98, 2.10, 1.94], [2.0, 2.0, 2.0, 2.0], [1.5, 1.5, 1.5, 1.5]]
     steady = [[2.021, 2.019, 2.022, 2.018], [2.0, 2.0, 2.0, 2.0], [1.5, 1.5, 1.5, 1.5]]
-    opt = grid_optimum(pd.DataFrame(_chunked("noisy", grid, noisy) + _chunked("steady", grid, steady)), grid, 0.1)
-    assert opt["noisy"]["step"] == 0.1 and opt["noisy"]["tie_to_default"] and opt["noisy"]["tied"] == [0.01, 0.1]
-    assert opt["noisy"]["best_by_score"] == 0.01 and not opt["noisy"]["interior"]  # the optimum is still flagged
-    assert opt["steady"]["step"] == 0.01 and not opt["steady"]["tie_to_default"]
-    assert opt["noisy"]["selection_se"]["0.01"] == 0.0 and 0.03 < opt["noisy"]["selection_se"]["0.1"] < 0.05
-    assert 1.0 not in opt["noisy"]["tied"]
+    opt = grid_optimum(pd.DataFrame(rows("noisy", noisy) + rows("steady", steady)), grid)
+    for arm in ("noisy", "steady"):
+        assert opt[arm]["step"] == 0.01 and opt[arm]["runner_up_margin"] == pytest.approx(0.02)
+        assert opt[arm]["selection_se"]["0.01"] == 0.0
+    assert 0.03 < opt["noisy"]["runner_up_se"] < 0.05 and opt["steady"]["runner_up_se"] < 0.002
+    assert opt["noisy"]["selection_se"]["1.0"] == pytest.approx(opt["noisy"]["runner_up_se"])
 
 
 def test_within_chunk_correlation_removes_the_chunk_effect():
@@ -408,7 +405,8 @@ def test_headline_arm_is_fixed_on_the_tuning_stream_not_picked_per_test_stream()
                        {"arm": "ensemble", "step": 1.0, "acceptance_length": 2.9}]}  # not its tuned step
     assert headline_arm(tuning) == "optimistic"
     rows = [{"seed": 0, "chunk": 0, "family": "add", "arm": arm, "tokens": 20,
-             "rounds": 5 if arm == "ensemble" else 10, "accept_rate": 0.5, "loss": 1.0, "comparator_loss": 0.5, "acceptance_length": 2.0,
+             "rounds": 5 if arm == "ensemble" else 10, "accept_rate": 0.5, "loss": 1.0 + 0.1 * L.ARMS.index(arm),
+             "comparator_loss": 0.5, "acceptance_length": 4.0 if arm == "ensemble" else 2.0,
              "target_seconds": 1.0, "spec_seconds": 1.0} for arm in L.ARMS]
     out = per_seed(pd.DataFrame(rows), {"draft_step_seconds": 1.0, "target_step_seconds": 4.0}, 4,
                    headline_arm(tuning))
@@ -462,15 +460,14 @@ def _planted_stream(seed: int, broken: str | None) -> "pd.DataFrame":
 
 def _planted_tuning(broken: str | None) -> dict:
     """Tuning records with the optimum inside GRID for every arm; a ``broken`` arm accepts what the offline
-    draft does at every step (its pick ties to the default, its best by score is the smallest step: an edge),
-    "all" breaks every arm."""
+    draft does at every step (ties go to the smallest step: an edge), "all" breaks every arm."""
     grid, best, interior = [], {}, {}
     for arm in L.TUNED:
         flat = broken in (arm, "all")
         values = [2.0] * len(GRID) if flat else [2.1, 2.5, 2.3, 1.2]
         grid += [{"arm": arm, "step": s, "acceptance_length": v} for s, v in zip(GRID, values)]
     import pandas as pd
-    for arm, opt in grid_optimum(pd.DataFrame(grid), GRID, GRID[1]).items():
+    for arm, opt in grid_optimum(pd.DataFrame(grid), GRID).items():
         best[arm], interior[arm] = opt["step"], opt["interior"]
     return {"grid": grid, "best_step": best, "interior": interior, "offline_acceptance_length": 2.0}
 

@@ -210,7 +210,6 @@ CROSS_REFERENCES = (
     ("graph_alignment", "tune.source", "sources"),
     ("graph_alignment", "transfer.source", "sources"),
     ("asyncspade", "headline_budget", "budgets"),
-    ("onlinespec", "default_step", "step_grid"),
 )
 
 

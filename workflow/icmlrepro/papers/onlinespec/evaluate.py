@@ -114,8 +114,8 @@ def per_seed(df: pd.DataFrame, costs: dict, gamma: int, headline: str) -> dict:
 
 
 def tuning_values(tuning: dict) -> dict:
-    """The tuned effective step of each learning arm, whether the best step by score is interior to the grid,
-    whether the tie rule moved the pick to the default step, and on the
+    """The tuned effective step of each learning arm, whether it is interior to the grid, its margin over the
+    runner-up step with that margin's standard error, and on the
     tuning stream the acceptance length of each arm at its tuned step minus the offline draft's
     (``tuning_gain_vs_offline.<arm>``; ``.best``: the largest over the learning arms). One tuning stream:
     the same value for every seed, and a maximum over the grid on the stream it was chosen on
@@ -126,7 +126,8 @@ def tuning_values(tuning: dict) -> dict:
     for arm in TUNED:
         out[f"tuned_step.{arm}"] = float(tuning["best_step"][arm])
         out[f"tuned_interior.{arm}"] = float(tuning["interior"][arm])
-        out[f"tuning_tie.{arm}"] = float(bool(tuning.get("tie_to_default", {}).get(arm, False)))
+        out[f"tuning_margin.{arm}"] = float(tuning.get("runner_up_margin", {}).get(arm, float("nan")))
+        out[f"tuning_margin_se.{arm}"] = float(tuning.get("runner_up_se", {}).get(arm, float("nan")))
         out[f"tuning_gain_vs_offline.{arm}"] = float(grid[(arm, float(tuning["best_step"][arm]))]) - offline
     out["tuning_gain_vs_offline.best"] = max(out[f"tuning_gain_vs_offline.{arm}"] for arm in TUNED)
     return out
@@ -146,8 +147,9 @@ UNITS = {  # metric prefix -> (unit, direction, timing, description); the first 
     "spearman_within_chunk": ("rho", "lower", False, "Spearman over (learning arm, chunk) of regret and acceptance length, each minus its chunk mean"),
     "tuned_step.": ("lr/(1-momentum)", "none", False, "effective step chosen on the tuning stream (one tuning stream: the same value for every seed)"),
     "tuning_gain_vs_offline.": ("tokens/round", "higher", False, "on the tuning stream: acceptance length at the tuned step minus the offline draft's (one tuning stream: the same value for every seed; .best = the largest over learning arms)"),
-    "tuning_tie.": ("flag", "none", False, "1 if the tuned step is the declared default_step because the best step's lead was within one standard error of the paired per-chunk difference (one tuning stream: the same value for every seed)"),
-    "tuned_interior.": ("flag", "none", False, "1 if the best step by score on the tuning stream is interior to step_grid, 0 if at its smallest or largest value (one tuning stream: the same value for every seed)"),
+    "tuning_margin_se.": ("tokens/round", "none", False, "standard error of the tuned step's lead over the runner-up step on the tuning stream (paired per-chunk differences; one tuning stream: the same value for every seed)"),
+    "tuning_margin.": ("tokens/round", "none", False, "on the tuning stream, the tuned step's acceptance minus the runner-up step's (the pick's margin; one tuning stream: the same value for every seed)"),
+    "tuned_interior.": ("flag", "none", False, "1 if the tuned step is interior to step_grid, 0 if at its smallest or largest value (one tuning stream: the same value for every seed)"),
 }
 
 

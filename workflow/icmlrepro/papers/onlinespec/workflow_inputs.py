@@ -5,7 +5,7 @@ from __future__ import annotations
 # the arms with a step to tune, one tuning job each (= learners.TUNED; kept free of torch for the Snakefile)
 onlinespec_tuned_arms = ("ogd", "osd", "optimistic", "ensemble", "optimistic_ogd", "hedge")
 # settings of the stages that run the arms (tune and train read the same ones)
-onlinespec_learning = ("gamma", "step_grid", "default_step", "ensemble_factors", "momentum", "temperature", "steps_per_chunk",
+onlinespec_learning = ("gamma", "step_grid", "ensemble_factors", "momentum", "temperature", "steps_per_chunk",
                        "batch_size", "comparator_step", "comparator_steps", "n_timed", "max_new_tokens")
 
 
