@@ -338,6 +338,28 @@ def test_grid_optimum_names_interior_and_edge_optima():
     assert opt["a"]["runner_up_margin"] == pytest.approx(0.2)
 
 
+def test_the_picks_margin_and_its_se_reach_the_metrics(tmp_path):
+    """run_tune writes the runner-up margin and its SE per arm; read_tuning merges them and tuning_values turns
+    them into tuning_margin[_se].<arm> (they were dropped on the way once: every value None)."""
+    import json
+
+    from icmlrepro.papers.onlinespec.arms import read_tuning
+    from icmlrepro.papers.onlinespec.evaluate import tuning_values
+
+    paths = []
+    for i, arm in enumerate(L.TUNED):
+        rec = {"tuning_seed": 1000, "arm": arm, "offline_acceptance_length": 2.0,
+               "grid": [{"arm": arm, "step": 0.1, "acceptance_length": 2.5}], "best_step": {arm: 0.1},
+               "interior": {arm: True}, "edge": {arm: ""}, "runner_up_margin": {arm: 0.01 * i},
+               "runner_up_se": {arm: 0.05}}
+        paths.append(tmp_path / f"{arm}.json")
+        paths[-1].write_text(json.dumps(rec))
+    values = tuning_values(read_tuning(paths))
+    for i, arm in enumerate(L.TUNED):
+        assert values[f"tuning_margin.{arm}"] == pytest.approx(0.01 * i)
+        assert values[f"tuning_margin_se.{arm}"] == 0.05
+
+
 def test_grid_optimum_states_the_picks_standard_error_from_paired_chunks():
     """The best step leads the runner-up by 0.02 on average: with a noisy per-chunk lead its standard error is
     ~0.037 (the pick is within noise), with a steady lead ~0.001; the pick itself is the best either way."""

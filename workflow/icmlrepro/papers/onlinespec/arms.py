@@ -16,14 +16,18 @@ MOMENTUM_ARMS = ("optimistic",)                   # the only arms whose SGD uses
 
 
 def read_tuning(paths) -> dict:
-    """The per-arm tuning records merged: one grid table and per-arm best step, interior flag, edge, and
-    the offline draft's acceptance length on the tuning stream (the same in every record)."""
-    out = {"grid": [], "best_step": {}, "interior": {}, "edge": {}}
+    """The per-arm tuning records merged: one grid table and per-arm best step, interior flag, edge, the pick's
+    lead over the runner-up step and its standard error (absent from older records), and the offline draft's
+    acceptance length on the tuning stream (the same in every record)."""
+    required, optional = ("best_step", "interior", "edge"), ("runner_up_margin", "runner_up_se")
+    out = {"grid": [], **{key: {} for key in required + optional}}
     for path in paths:
         rec = read_json(path)
         out["tuning_seed"] = rec["tuning_seed"]
         out["offline_acceptance_length"] = rec.get("offline_acceptance_length", float("nan"))
         out["grid"] += rec["grid"]
-        for key in ("best_step", "interior", "edge"):
+        for key in required:
             out[key].update(rec[key])
+        for key in optional:
+            out[key].update(rec.get(key, {}))
     return out
