@@ -420,10 +420,12 @@ def test_controls_block_a_reproduction():
         good = cond.threshold + (-0.2 if cond.op == "<" else 0.2)
         worse = good + (0.3 if cond.op == "<" else -0.3)
 
-        def mf(metric, control):
+        def mf(metric, control):  # every condition of the claim reads the same metric against its own control
+            assert {c.metric for c in claim.conditions} == {cond.metric}, claim.id
             f = MetricsFile("timesx", "smoke", replicates=[0, 1, 2])
             f.add(cond.metric, [metric + d for d in (0.0, 0.01, -0.01)])
-            f.add(cond.control, [control + d for d in (0.0, 0.01, -0.01)])
+            for c in claim.conditions:
+                f.add(c.control, [control + d for d in (0.0, 0.01, -0.01)])
             return f
 
         passing = mf(good, worse)

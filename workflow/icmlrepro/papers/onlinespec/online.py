@@ -10,9 +10,9 @@ dynamic regret is, per chunk, the offline draft fitted to that chunk in hindsigh
 The stage named ``tune`` runs the same loop on the tuning stream without timings, for every learning
 arm and every effective step lr / (1 - momentum) of ``step_grid`` (the ensembles: the middle of
 their base rates), and keeps the best step per arm by acceptance length with the pick's standard error
-(``grid_optimum``): the same grid and budget for every baseline and method. It records whether each optimum is interior to the grid or at an
-edge (then the grid did not bracket it), and the offline draft's acceptance on the same tuning stream
-(the reference the tuned arms must beat there).
+(``grid_optimum``): the same grid and budget for every baseline and method. It records whether each
+optimum is interior to the grid or at an edge (then the grid did not bracket it), and the offline
+draft's acceptance on the same tuning stream (the reference the tuned arms must beat there).
 """
 
 from __future__ import annotations
