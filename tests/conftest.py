@@ -180,18 +180,24 @@ def smoke_run(tmp_path_factory) -> Path:
     return work
 
 
-def planted_verdict(paper: str, claim_id: str, means: dict[str, float], n: int = 5, step: float = 0.005) -> str:
-    """The verdict of ``paper``'s claim ``claim_id`` on planted metrics: each metric ``mean + step * k`` on replicate
-    k of ``n`` (a small spread, so a CI exists), judged by the registry's own predicate."""
-    from icmlrepro.core import verdicts as V
-    from icmlrepro.core.claims import load_claims
+def _planted_metrics(paper: str, scale: str, means: dict[str, float], n: int, step: float):
+    """Each metric ``mean + step * k`` on replicate k of ``n`` (a small spread, so a CI exists)."""
     from icmlrepro.core.metrics import MetricsFile
 
-    claim = {c.id: c for c in load_claims(paper).claims}[claim_id]
-    mf = MetricsFile(paper, "default", replicates=list(range(n)))
+    mf = MetricsFile(paper, scale, replicates=list(range(n)))
     for name, mean in means.items():
         mf.add(name, [mean + step * k for k in range(n)])
-    return V.judge_claim(claim, mf).verdict
+    return mf
+
+
+def planted_verdict(paper: str, claim_id: str, means: dict[str, float], n: int = 5, step: float = 0.005) -> str:
+    """The verdict of ``paper``'s claim ``claim_id`` on planted metrics (:func:`_planted_metrics`), judged by the
+    registry's own predicate."""
+    from icmlrepro.core import verdicts as V
+    from icmlrepro.core.claims import load_claims
+
+    claim = {c.id: c for c in load_claims(paper).claims}[claim_id]
+    return V.judge_claim(claim, _planted_metrics(paper, "default", means, n, step)).verdict
 
 
 def planted_gate(paper: str, gate_id: str, means: dict[str, float], n: int = 5, step: float = 0.005,
@@ -200,11 +206,7 @@ def planted_gate(paper: str, gate_id: str, means: dict[str, float], n: int = 5, 
     in :func:`planted_verdict`."""
     from icmlrepro.core import verdicts as V
     from icmlrepro.core.claims import load_claims
-    from icmlrepro.core.metrics import MetricsFile
 
     gate = {g.id: g for g in load_claims(paper).gates}[gate_id]
     assert gate.applies(scale), f"gate {gate_id} is not judged at {scale}"
-    mf = MetricsFile(paper, scale, replicates=list(range(n)))
-    for name, mean in means.items():
-        mf.add(name, [mean + step * k for k in range(n)])
-    return V.judge_gate(gate, mf).state
+    return V.judge_gate(gate, _planted_metrics(paper, scale, means, n, step)).state
